@@ -1,0 +1,1 @@
+"""batchsched: a Kubernetes scheduler for AI/GPU batch work."""

@@ -1,0 +1,20 @@
+"""`python -m batchsched.bench core --nodes 5000 --pods 10000`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from batchsched.bench import core
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m batchsched.bench")
+    commands = parser.add_subparsers(dest="command", required=True)
+    core.add_parser(commands)
+    args = parser.parse_args()
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Pure-core throughput on scheduler_perf's SchedulingBasic shape.
+
+Nodes: 4 cpu, 32Gi, 110 pods. Pods: 100m cpu, 500Mi. Every pod goes through the default
+profile (all plugins kube-scheduler enables by default that we implement), one at a time,
+each placement visible to the next, exactly as the live scheduler's cycle runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import time
+from typing import Any
+
+from batchsched.framework.registry import assemble_profile
+from batchsched.framework.runner import ProfileRunner
+from batchsched.model.node import NodeView, parse_node
+from batchsched.model.pod import PodView, parse_pod
+from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
+from batchsched.snapshot import Snapshot
+
+TARGET_PODS_PER_SECOND = 1000.0
+
+
+def basic_nodes(count: int) -> list[NodeView]:
+    return [
+        parse_node(
+            {
+                "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
+                "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}},
+            }
+        )
+        for i in range(count)
+    ]
+
+
+def basic_pods(count: int) -> list[PodView]:
+    template: dict[str, Any] = {
+        "spec": {
+            "schedulerName": "gpu-scheduler",
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+                }
+            ],
+        }
+    }
+    return [
+        parse_pod({**template, "metadata": {"name": f"pod-{i}", "namespace": "sched-0", "uid": f"u{i}"}})
+        for i in range(count)
+    ]
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = assemble_profile(default_registry(), "gpu-scheduler", DEFAULT_PLUGINS, {})
+    nodes = basic_nodes(args.nodes)
+    pods = basic_pods(args.pods)
+    snapshot = Snapshot(nodes)
+    runner = ProfileRunner(profile, seed=args.seed)
+    gc.collect()
+    placed = 0
+    start = time.perf_counter()
+    for pod in pods:
+        if runner.schedule_one(pod, snapshot).placed:
+            placed += 1
+    elapsed = time.perf_counter() - start
+    rate = len(pods) / elapsed
+    print(f"machine: {platform.python_implementation()} {platform.python_version()} on {platform.machine()}")
+    print(f"shape: SchedulingBasic, {args.nodes} nodes (4 cpu/32Gi/110 pods), {args.pods} pods (100m/500Mi)")
+    print(f"placed: {placed}/{len(pods)} in {elapsed:.2f} s")
+    print(f"throughput: {rate:.0f} pods/s (pure core, default profile, one pod per cycle)")
+    print(f"per pod: {elapsed / len(pods) * 1e3:.3f} ms")
+    print(f"ratio vs target {TARGET_PODS_PER_SECOND:.0f} pods/s: {rate / TARGET_PODS_PER_SECOND:.2f}x")
+    return 0 if placed == len(pods) else 1
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("core", help="pure-core throughput (SchedulingBasic shape)")
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(run=run)

@@ -1,0 +1,85 @@
+"""The `batchsched` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from batchsched.cluster_file import ClusterFileError, load_cluster
+from batchsched.whatif import WhatIfResult, place_pending
+
+EXIT_BAD_INPUT = 2
+
+
+def _example(name: str) -> Path:
+    return Path(str(resources.files("batchsched") / "examples" / name))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="batchsched", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    place = commands.add_parser(
+        "place",
+        help="what-if: where would the pending pods go on this cluster?",
+        description="Schedule the pending pods of the given files in queue order, each placement "
+        "visible to the next, and print where each went or why it could not. Without "
+        "--cluster/--pods it uses a bundled example cluster.",
+    )
+    place.add_argument("--cluster", type=Path, help="Kubernetes YAML: Nodes, running Pods, ...")
+    place.add_argument("--pods", type=Path, help="Kubernetes YAML: the pending Pods")
+    place.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
+    place.add_argument("--seed", type=int, default=0, help="seed for tie-breaking (default 0)")
+    place.add_argument("--output", choices=("json", "table"), default="table")
+    return parser
+
+
+def run_place(args: argparse.Namespace) -> int:
+    from batchsched.config import ConfigError, default_config, load_config
+
+    cluster = args.cluster
+    pods = args.pods
+    if cluster is None and pods is None:
+        cluster, pods = _example("cluster.yaml"), _example("pending-pods.yaml")
+    paths = [p for p in (cluster, pods) if p is not None]
+    try:
+        config = load_config(args.config) if args.config else default_config()
+        profiles = config.build_profiles()
+        state = load_cluster(paths)
+    except (ClusterFileError, ConfigError) as err:
+        print(f"batchsched place: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    result = place_pending(
+        state.nodes, state.pods, profiles, state.namespace_labels, seed=args.seed
+    )
+    print(render(result, args.output))
+    return 0
+
+
+def render(result: WhatIfResult, output: str) -> str:
+    if output == "json":
+        return json.dumps(result.to_json(), indent=2, sort_keys=True)
+    rows = [("POD", "NODE", "REASON")]
+    for key in result.order:
+        rows.append((key, result.placements[key] or "<none>", result.reasons.get(key, "")))
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip() for r in rows]
+    placed = sum(1 for v in result.placements.values() if v)
+    lines.append(f"\n{placed}/{len(result.placements)} pending pods placed")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    args = build_parser().parse_args(argv)
+    if args.command == "place":
+        return run_place(args)
+    return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The scheduling framework: statuses, cycle state, extension points, profile runner."""

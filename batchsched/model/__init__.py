@@ -1,0 +1,1 @@
+"""Kubernetes object model: quantities, resources, and lean pod/node views."""

@@ -1,0 +1,222 @@
+"""The lean, frozen pod view the core works on, parsed once from an API dict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from batchsched.model.affinity import (
+    HostPort,
+    NodeAffinity,
+    PodAffinity,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from batchsched.model.errors import InvalidObject
+from batchsched.model.fields import FieldError, as_int, as_list, as_map, as_str, str_map, timestamp
+from batchsched.model.pod_spec import (
+    parse_node_affinity,
+    parse_pod_affinity,
+    parse_spread_constraints,
+    parse_tolerations,
+)
+from batchsched.model.quantity import QuantityError
+from batchsched.model.resources import CPU, MEMORY, Resources, pod_requests
+
+# kube-scheduler scores a container that names no cpu/memory request as if it asked for these.
+DEFAULT_MILLI_CPU_REQUEST: Final = 100
+DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    scheduler_name: str
+    node_name: str  # empty while pending
+    priority: int
+    priority_class_name: str
+    preemption_policy: str
+    creation_time: float
+    phase: str
+    deleting: bool
+    requests: Resources
+    non_zero_milli_cpu: int
+    non_zero_memory: int
+    node_selector: Mapping[str, str]
+    node_affinity: NodeAffinity | None
+    pod_affinity: PodAffinity | None
+    pod_anti_affinity: PodAffinity | None
+    tolerations: tuple[Toleration, ...]
+    spread_constraints: tuple[TopologySpreadConstraint, ...]
+    host_ports: tuple[HostPort, ...]
+    images: tuple[str, ...]
+    scheduling_gates: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_bound(self) -> bool:
+        return bool(self.node_name)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+def normalized_image(name: str) -> str:
+    """Image names as the kubelet reports them: a bare name means the `latest` tag."""
+    if "@" in name:
+        return name
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last else f"{name}:latest"
+
+
+def parse_pod(obj: Mapping[str, object], priority_classes: Mapping[str, int] | None = None) -> PodView:
+    """Read a Pod as `kubectl get -o yaml` prints it.
+
+    `priority_classes` resolves `priorityClassName` when `spec.priority` is absent (objects from
+    files have not been through the API server's admission, which would have set it).
+    """
+    meta = as_map(obj.get("metadata"), "metadata")
+    name = str(meta.get("name", "")) or "<unnamed>"
+    namespace = str(meta.get("namespace") or "default")
+    try:
+        return _parse_pod(obj, meta, name, namespace, priority_classes or {})
+    except (FieldError, QuantityError) as err:
+        field = getattr(err, "field", "")
+        raise InvalidObject("Pod", f"{namespace}/{name}", field, str(err)) from err
+
+
+def _parse_pod(
+    obj: Mapping[str, object],
+    meta: Mapping[str, object],
+    name: str,
+    namespace: str,
+    priority_classes: Mapping[str, int],
+) -> PodView:
+    spec = as_map(obj.get("spec"), "spec")
+    status = as_map(obj.get("status"), "status")
+    requests, non_zero, ports, images = _container_facts(spec)
+    class_name = as_str(spec.get("priorityClassName"), "spec.priorityClassName")
+    priority = _priority(spec, class_name, priority_classes)
+    affinity = as_map(spec.get("affinity"), "spec.affinity")
+    gates = tuple(
+        as_str(as_map(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
+        for i, g in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates"))
+    )
+    return PodView(
+        namespace=namespace,
+        name=name,
+        uid=as_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
+        labels=str_map(meta.get("labels"), "metadata.labels"),
+        annotations=str_map(meta.get("annotations"), "metadata.annotations"),
+        scheduler_name=as_str(spec.get("schedulerName"), "spec.schedulerName", DEFAULT_SCHEDULER),
+        node_name=as_str(spec.get("nodeName"), "spec.nodeName"),
+        priority=priority,
+        priority_class_name=class_name,
+        preemption_policy=as_str(
+            spec.get("preemptionPolicy"), "spec.preemptionPolicy", "PreemptLowerPriority"
+        ),
+        creation_time=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        phase=as_str(status.get("phase"), "status.phase", "Pending"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        requests=requests,
+        non_zero_milli_cpu=non_zero.milli_cpu,
+        non_zero_memory=non_zero.memory,
+        node_selector=str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
+        node_affinity=parse_node_affinity(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity"),
+        pod_affinity=parse_pod_affinity(
+            affinity.get("podAffinity"), "spec.affinity.podAffinity", namespace
+        ),
+        pod_anti_affinity=parse_pod_affinity(
+            affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity", namespace
+        ),
+        tolerations=parse_tolerations(spec.get("tolerations"), "spec.tolerations"),
+        spread_constraints=parse_spread_constraints(
+            spec.get("topologySpreadConstraints"),
+            "spec.topologySpreadConstraints",
+            str_map(meta.get("labels"), "metadata.labels"),
+        ),
+        host_ports=ports,
+        images=images,
+        scheduling_gates=gates,
+    )
+
+
+def _priority(spec: Mapping[str, object], class_name: str, classes: Mapping[str, int]) -> int:
+    if spec.get("priority") is not None:
+        return as_int(spec.get("priority"), "spec.priority")
+    if class_name:
+        if class_name not in classes:
+            raise FieldError("spec.priorityClassName", f"no PriorityClass named {class_name!r}")
+        return classes[class_name]
+    return classes.get("", 0)  # the globalDefault class, when one exists
+
+
+def _container_facts(
+    spec: Mapping[str, object],
+) -> tuple[Resources, Resources, tuple[HostPort, ...], tuple[str, ...]]:
+    app: list[Resources] = []
+    app_nz: list[Resources] = []
+    init: list[tuple[Resources, bool]] = []
+    init_nz: list[tuple[Resources, bool]] = []
+    ports: list[HostPort] = []
+    images: list[str] = []
+    for kind in ("containers", "initContainers"):
+        for i, raw in enumerate(as_list(spec.get(kind), f"spec.{kind}")):
+            field = f"spec.{kind}[{i}]"
+            container = as_map(raw, field)
+            declared = _declared_requests(container, field)
+            req = Resources.parse(declared, f"{field}.resources.requests")
+            nz = _non_zero(req, declared)
+            if kind == "containers":
+                app.append(req)
+                app_nz.append(nz)
+                ports.extend(_host_ports(container, field))
+                if container.get("image"):
+                    images.append(normalized_image(as_str(container.get("image"), f"{field}.image")))
+            else:
+                sidecar = container.get("restartPolicy") == "Always"
+                init.append((req, sidecar))
+                init_nz.append((nz, sidecar))
+    overhead = Resources.parse(as_map(spec.get("overhead"), "spec.overhead"), "spec.overhead")
+    return (
+        pod_requests(app, init, overhead),
+        pod_requests(app_nz, init_nz, overhead),
+        tuple(ports),
+        tuple(images),
+    )
+
+
+def _declared_requests(container: Mapping[str, object], field: str) -> dict[str, object]:
+    # The API server defaults a missing request to the limit; files have not been defaulted yet.
+    resources = as_map(container.get("resources"), f"{field}.resources")
+    declared = dict(as_map(resources.get("limits"), f"{field}.resources.limits"))
+    declared.update(as_map(resources.get("requests"), f"{field}.resources.requests"))
+    return declared
+
+
+def _non_zero(req: Resources, declared: Mapping[str, object]) -> Resources:
+    cpu = req.milli_cpu if CPU in declared else DEFAULT_MILLI_CPU_REQUEST
+    memory = req.memory if MEMORY in declared else DEFAULT_MEMORY_REQUEST
+    return Resources(milli_cpu=cpu, memory=memory)
+
+
+def _host_ports(container: Mapping[str, object], field: str) -> list[HostPort]:
+    found = []
+    for j, raw in enumerate(as_list(container.get("ports"), f"{field}.ports")):
+        port = as_map(raw, f"{field}.ports[{j}]")
+        host_port = as_int(port.get("hostPort"), f"{field}.ports[{j}].hostPort")
+        if host_port > 0:
+            ip = as_str(port.get("hostIP"), f"{field}.ports[{j}].hostIP") or "0.0.0.0"
+            protocol = as_str(port.get("protocol"), f"{field}.ports[{j}].protocol") or "TCP"
+            found.append(HostPort(ip, protocol, host_port))
+    return found

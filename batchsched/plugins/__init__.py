@@ -1,0 +1,1 @@
+"""Built-in plugins with kube-scheduler semantics, one module per plugin."""

@@ -1,0 +1,99 @@
+"""Every built-in plugin, listed explicitly, and kube-scheduler's default plugin set."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from batchsched.framework.registry import (
+    EnabledPlugin,
+    NoArgs,
+    PluginBuilder,
+    PluginSpec,
+    Registry,
+)
+from batchsched.plugins.balanced_allocation import (
+    BalancedAllocationArgs,
+    NodeResourcesBalancedAllocation,
+)
+from batchsched.plugins.default_binder import DefaultBinder
+from batchsched.plugins.image_locality import ImageLocality
+from batchsched.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
+from batchsched.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
+from batchsched.plugins.node_name import NodeName
+from batchsched.plugins.node_ports import NodePorts
+from batchsched.plugins.node_resources_fit import NodeResourcesFit, NodeResourcesFitArgs
+from batchsched.plugins.node_unschedulable import NodeUnschedulable
+from batchsched.plugins.pod_topology_spread import PodTopologySpread, PodTopologySpreadArgs
+from batchsched.plugins.priority_sort import PrioritySort
+from batchsched.plugins.scheduling_gates import SchedulingGates
+from batchsched.plugins.taint_toleration import TaintToleration
+
+
+def builtin_specs() -> list[PluginBuilder]:
+    return [
+        PluginSpec("PrioritySort", PrioritySort, NoArgs),
+        PluginSpec("SchedulingGates", SchedulingGates, NoArgs),
+        PluginSpec("NodeUnschedulable", NodeUnschedulable, NoArgs),
+        PluginSpec("NodeName", NodeName, NoArgs),
+        PluginSpec("TaintToleration", TaintToleration, NoArgs),
+        PluginSpec("NodeAffinity", NodeAffinity, NodeAffinityArgs),
+        PluginSpec("NodePorts", NodePorts, NoArgs),
+        PluginSpec("NodeResourcesFit", NodeResourcesFit, NodeResourcesFitArgs),
+        PluginSpec(
+            "NodeResourcesBalancedAllocation",
+            NodeResourcesBalancedAllocation,
+            BalancedAllocationArgs,
+        ),
+        PluginSpec("ImageLocality", ImageLocality, NoArgs),
+        PluginSpec("InterPodAffinity", InterPodAffinity, InterPodAffinityArgs),
+        PluginSpec("PodTopologySpread", PodTopologySpread, PodTopologySpreadArgs),
+        PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
+    ]
+
+
+def default_registry() -> Registry:
+    return Registry(builtin_specs())
+
+
+def _enabled(*names: str) -> list[EnabledPlugin]:
+    return [EnabledPlugin(n) for n in names]
+
+
+# kube-scheduler's default plugins (v1.30+), limited to those we implement: volume plugins
+# are absent because batch pods here use no scheduler-managed volumes yet.
+DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
+    "queueSort": _enabled("PrioritySort"),
+    "preEnqueue": _enabled("SchedulingGates"),
+    "preFilter": _enabled(
+        "NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"
+    ),
+    "filter": _enabled(
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    ),
+    "preScore": _enabled(
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NodeResourcesBalancedAllocation",
+        "ImageLocality",
+    ),
+    "score": [
+        EnabledPlugin("TaintToleration", 3),
+        EnabledPlugin("NodeAffinity", 2),
+        EnabledPlugin("NodeResourcesFit", 1),
+        EnabledPlugin("PodTopologySpread", 2),
+        EnabledPlugin("InterPodAffinity", 2),
+        EnabledPlugin("NodeResourcesBalancedAllocation", 1),
+        EnabledPlugin("ImageLocality", 1),
+    ],
+    "bind": _enabled("DefaultBinder"),
+}

@@ -1,0 +1,228 @@
+"""The cluster as one scheduling cycle sees it, with a trial overlay for gangs and what-ifs.
+
+A trial records every placement and removal in an undo log: `discard()` rolls them back,
+`commit()` keeps them. Trials nest (a gang trial inside a preemption what-if), last in first out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Final
+
+from batchsched.model.affinity import HostPort
+from batchsched.model.node import NodeView
+from batchsched.model.pod import PodView
+from batchsched.model.resources import Resources
+
+_ADD: Final = 1
+_REMOVE: Final = 2
+
+
+class NodeInfo:
+    """A node and the pods counted on it. Plugins read it and never change it."""
+
+    __slots__ = (
+        "alloc_ephemeral",
+        "alloc_memory",
+        "alloc_milli_cpu",
+        "alloc_pods",
+        "alloc_scalar",
+        "name",
+        "node",
+        "nz_memory",
+        "nz_milli_cpu",
+        "pods",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "req_ephemeral",
+        "req_memory",
+        "req_milli_cpu",
+        "req_scalar",
+        "used_ports",
+    )
+
+    def __init__(self, node: NodeView) -> None:
+        self.node = node
+        self.name = node.name
+        alloc = node.allocatable
+        self.alloc_milli_cpu = alloc.milli_cpu
+        self.alloc_memory = alloc.memory
+        self.alloc_ephemeral = alloc.ephemeral_storage
+        self.alloc_pods = alloc.pods
+        self.alloc_scalar: Mapping[str, int] = alloc.scalar
+        self.pods: dict[str, PodView] = {}
+        self.req_milli_cpu = 0
+        self.req_memory = 0
+        self.req_ephemeral = 0
+        self.req_scalar: dict[str, int] = {}
+        self.nz_milli_cpu = 0
+        self.nz_memory = 0
+        self.used_ports: list[HostPort] = []
+        self.pods_with_affinity = 0
+        self.pods_with_required_anti_affinity = 0
+
+    @property
+    def requested(self) -> Resources:
+        return Resources(
+            self.req_milli_cpu, self.req_memory, self.req_ephemeral, len(self.pods),
+            dict(self.req_scalar),
+        )
+
+    @property
+    def free(self) -> Resources:
+        return self.node.allocatable - self.requested
+
+    def _account(self, pod: PodView, sign: int) -> None:
+        req = pod.requests
+        self.req_milli_cpu += sign * req.milli_cpu
+        self.req_memory += sign * req.memory
+        self.req_ephemeral += sign * req.ephemeral_storage
+        for name, amount in req.scalar.items():
+            left = self.req_scalar.get(name, 0) + sign * amount
+            if left:
+                self.req_scalar[name] = left
+            else:
+                self.req_scalar.pop(name, None)
+        self.nz_milli_cpu += sign * pod.non_zero_milli_cpu
+        self.nz_memory += sign * pod.non_zero_memory
+        if pod.pod_affinity is not None or pod.pod_anti_affinity is not None:
+            self.pods_with_affinity += sign
+        if pod.pod_anti_affinity is not None and pod.pod_anti_affinity.required:
+            self.pods_with_required_anti_affinity += sign
+
+    def add(self, pod: PodView) -> None:
+        self.pods[pod.uid] = pod
+        self._account(pod, 1)
+        self.used_ports.extend(pod.host_ports)
+
+    def remove(self, pod: PodView) -> None:
+        del self.pods[pod.uid]
+        self._account(pod, -1)
+        for port in pod.host_ports:
+            self.used_ports.remove(port)
+
+
+class Snapshot:
+    """Nodes in a stable order, the pods on them, and namespace labels for affinity terms."""
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeView],
+        pods: Iterable[PodView] = (),
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self.nodes: list[NodeInfo] = [NodeInfo(n) for n in nodes]
+        self._by_name: dict[str, NodeInfo] = {info.name: info for info in self.nodes}
+        self._where: dict[str, NodeInfo] = {}
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = namespace_labels or {}
+        self.image_node_counts: dict[str, int] = {}
+        for info in self.nodes:
+            for image in info.node.image_sizes:
+                self.image_node_counts[image] = self.image_node_counts.get(image, 0) + 1
+        self.has_prefer_no_schedule_taints = any(
+            t.effect == "PreferNoSchedule" for info in self.nodes for t in info.node.taints
+        )
+        self.pods_with_affinity = 0
+        self.pods_with_required_anti_affinity = 0
+        self._log: list[tuple[int, PodView, NodeInfo]] = []
+        self._trial_marks: list[int] = []
+        for pod in pods:
+            if pod.node_name and not pod.is_finished and pod.node_name in self._by_name:
+                self._place(pod, self._by_name[pod.node_name])
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self.nodes)
+
+    def get(self, node_name: str) -> NodeInfo | None:
+        return self._by_name.get(node_name)
+
+    def node_of(self, pod_uid: str) -> NodeInfo | None:
+        return self._where.get(pod_uid)
+
+    def assume(self, pod: PodView, node_name: str) -> PodView:
+        """Count `pod` on `node_name` at once, as kube-scheduler's assume does; returns it bound."""
+        info = self._by_name[node_name]
+        bound = pod if pod.node_name == node_name else dataclasses.replace(pod, node_name=node_name)
+        self._place(bound, info)
+        if self._trial_marks:
+            self._log.append((_ADD, bound, info))
+        return bound
+
+    def forget(self, pod: PodView) -> None:
+        """Stop counting `pod` (unreserve, or a victim in a preemption what-if)."""
+        info = self._where[pod.uid]
+        placed = info.pods[pod.uid]
+        self._unplace(placed, info)
+        if self._trial_marks:
+            self._log.append((_REMOVE, placed, info))
+
+    def begin_trial(self) -> Trial:
+        self._trial_marks.append(len(self._log))
+        return Trial(self, len(self._trial_marks))
+
+    def _place(self, pod: PodView, info: NodeInfo) -> None:
+        if pod.uid in self._where:
+            raise ValueError(f"pod {pod.key} is already counted on {self._where[pod.uid].name}")
+        info.add(pod)
+        self._where[pod.uid] = info
+        self._count_affinity(pod, 1)
+
+    def _unplace(self, pod: PodView, info: NodeInfo) -> None:
+        info.remove(pod)
+        del self._where[pod.uid]
+        self._count_affinity(pod, -1)
+
+    def _count_affinity(self, pod: PodView, sign: int) -> None:
+        if pod.pod_affinity is not None or pod.pod_anti_affinity is not None:
+            self.pods_with_affinity += sign
+        if pod.pod_anti_affinity is not None and pod.pod_anti_affinity.required:
+            self.pods_with_required_anti_affinity += sign
+
+    def _end_trial(self, depth: int, keep: bool) -> None:
+        if depth != len(self._trial_marks):
+            raise RuntimeError("trials must end innermost first")
+        mark = self._trial_marks.pop()
+        if not keep:
+            while len(self._log) > mark:
+                op, pod, info = self._log.pop()
+                if op == _ADD:
+                    self._unplace(pod, info)
+                else:
+                    self._place(pod, info)
+        elif not self._trial_marks:
+            del self._log[mark:]
+
+
+class Trial:
+    """Placements made since `begin_trial()`, kept by `commit()` or rolled back by `discard()`."""
+
+    __slots__ = ("_depth", "_done", "_snapshot")
+
+    def __init__(self, snapshot: Snapshot, depth: int) -> None:
+        self._snapshot = snapshot
+        self._depth = depth
+        self._done = False
+
+    def commit(self) -> None:
+        self._finish(keep=True)
+
+    def discard(self) -> None:
+        self._finish(keep=False)
+
+    def _finish(self, keep: bool) -> None:
+        if self._done:
+            raise RuntimeError("trial already ended")
+        self._done = True
+        self._snapshot._end_trial(self._depth, keep)
+
+    def __enter__(self) -> Trial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Leaving the block without a decision (or on an exception) rolls back.
+        if not self._done:
+            self.discard()

