@@ -62,6 +62,7 @@ port_free() { # port -> 0 if nothing can be bound... i.e. free on 127.0.0.1
   "$PYTHON" - "$1" <<'PY'
 import socket, sys
 s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # like Go servers: TIME_WAIT is not "busy"
 try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
@@ -216,7 +217,7 @@ build_k8s() {
     log "k8s: [$n/${#missing[@]}] go build k8s.io/kubernetes/cmd/$b"
     (
       cd "$moddir"
-      export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+      export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
       exec "$GO" build -v -trimpath -ldflags "$ldflags" -o "$BIN_DIR/.$b.tmp" "k8s.io/kubernetes/cmd/$b"
     ) >>"$buildlog" 2>&1 &
     pid=$!
@@ -261,16 +262,23 @@ gen_pki() {
   mkdir -p "$p"
   chmod 700 "$p"
   command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
-  [[ -f "$p/ca.crt" && -f "$p/apiserver.crt" && -f "$p/admin.crt" && -f "$p/sa.key" ]] && return 0
+  [[ -f "$p/ca.crt" && -f "$p/apiserver.crt" && -f "$p/admin.crt" && -f "$p/sa.key" \
+    && -f "$p/front-proxy-ca.crt" ]] && return 0
   log "generating certificates in $p"
   (
     cd "$p"
     set -e
-    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out ca.key 2>/dev/null
-    openssl req -x509 -new -key ca.key -sha256 -days 3650 -subj "/CN=batchsched-test-ca" \
-      -addext "basicConstraints=critical,CA:TRUE" \
-      -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
-      -out ca.crt
+    mkca() { # name CN
+      openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key" 2>/dev/null
+      openssl req -x509 -new -key "$1.key" -sha256 -days 3650 -subj "/CN=$2" \
+        -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+        -out "$1.crt"
+    }
+    mkca ca batchsched-test-ca
+    # Only published as the request-header CA (extension-apiserver-authentication
+    # configmap) so kube-scheduler's delegated authn finds a complete bundle.
+    mkca front-proxy-ca batchsched-test-front-proxy-ca
     sign() { # name subject extensions
       openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1.key" 2>/dev/null
       openssl req -new -key "$1.key" -subj "$2" -out "$1.csr"
@@ -368,6 +376,7 @@ cmd_up() {
 
   if pid_alive etcd; then
     log "etcd already running (pid $(cat "$STATE/etcd.pid"))"
+    wait_ready etcd "$STATE/etcd.log" etcd_healthy
   else
     log "starting etcd on $HOST:$ETCD_CLIENT_PORT (data $STATE/etcd)"
     local etcd_args=(
@@ -389,6 +398,7 @@ cmd_up() {
 
   if pid_alive kube-apiserver; then
     log "kube-apiserver already running (pid $(cat "$STATE/kube-apiserver.pid"))"
+    wait_ready kube-apiserver "$STATE/kube-apiserver.log" apiserver_ready
   else
     log "starting kube-apiserver $K8S_VERSION on https://$HOST:$APISERVER_PORT"
     local p="$STATE/pki" extra=()
@@ -407,8 +417,13 @@ cmd_up() {
       --service-account-issuer=https://kubernetes.default.svc.cluster.local \
       --authorization-mode=Node,RBAC \
       --service-cluster-ip-range=10.0.0.0/24 \
+      --requestheader-client-ca-file="$p/front-proxy-ca.crt" \
+      --requestheader-allowed-names=front-proxy-client \
+      --requestheader-username-headers=X-Remote-User \
+      --requestheader-group-headers=X-Remote-Group \
+      --requestheader-extra-headers-prefix=X-Remote-Extra- \
       --endpoint-reconciler-type=none \
-      --disable-admission-plugins=ServiceAccount \
+      --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
       --profiling=false \
       "${extra[@]}"
     wait_ready kube-apiserver "$STATE/kube-apiserver.log" apiserver_ready
@@ -466,7 +481,9 @@ cmd_scheduler_up() {
   local kc="$STATE/admin.kubeconfig" qps=(
   ) extra=()
   # QPS/burst 5000: flags where this version still has them, else a config file.
-  if "$BIN_DIR/kube-scheduler" --help 2>&1 | grep -q -- '--kube-api-qps'; then
+  local help
+  help="$("$BIN_DIR/kube-scheduler" --help 2>&1 || true)"
+  if grep -q -- '--kube-api-qps' <<<"$help" && grep -q -- '--kube-api-burst' <<<"$help"; then
     qps=(--kubeconfig="$kc" --kube-api-qps=5000 --kube-api-burst=5000)
   else
     cat > "$STATE/kube-scheduler.yaml" <<EOF

@@ -8,9 +8,12 @@ from typing import Generic, TypeVar, cast
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StateKey(Generic[T]):
-    """A typed key: `state.read(KEY)` returns what `state.write(KEY, value)` stored."""
+    """A typed key: `state.read(KEY)` returns what `state.write(KEY, value)` stored.
+
+    Not slotted: `StateKey[int]("x")` sets `__orig_class__`, which needs an instance dict.
+    """
 
     name: str
 

@@ -164,12 +164,12 @@ class ProfileRunner:
     def _best(
         self, state: CycleState, pod: PodView, snapshot: Snapshot, nodes: list[NodeInfo]
     ) -> NodeInfo | Status:
-        for plugin in self.profile.pre_score:
-            status = plugin.pre_score(state, pod, snapshot, nodes)
+        for pre_score in self.profile.pre_score:
+            status = pre_score.pre_score(state, pod, snapshot, nodes)
             if status.code is Code.SKIP:
-                state.skip_score.add(plugin.name)
+                state.skip_score.add(pre_score.name)
             elif not is_ok(status):
-                return status.with_plugin(plugin.name)
+                return status.with_plugin(pre_score.name)
         totals = [0] * len(nodes)
         for scorer in self.profile.score:
             plugin = scorer.plugin

@@ -1,0 +1,20 @@
+"""Scheduler configuration: KubeSchedulerConfiguration YAML to validated, resolved profiles."""
+
+from batchsched.config.merge import ConfigError, Issue
+from batchsched.config.scheduler_config import (
+    ProfileConfig,
+    SchedulerConfig,
+    config_from_mapping,
+    default_config,
+    load_config,
+)
+
+__all__ = [
+    "ConfigError",
+    "Issue",
+    "ProfileConfig",
+    "SchedulerConfig",
+    "config_from_mapping",
+    "default_config",
+    "load_config",
+]

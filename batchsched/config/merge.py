@@ -1,0 +1,364 @@
+"""The config package's error vocabulary and kube-scheduler's plugin-set merging.
+
+Errors: every ConfigError issue names the YAML path it is about ("profiles[0].plugins.score.
+enabled[1].name: ..."); pydantic's errors are translated once, here, into the same form.
+
+Merging, with kube-scheduler's observable rules by config version:
+- v1beta2 merges per extension point: the defaults in their order, minus the disabled ones
+  ("*" drops them all), a default the user also enables is replaced in place (its weight wins),
+  and the user's other plugins follow in the order given.
+- v1beta3 and v1 express the defaults through multiPoint: every multiPoint plugin runs at each
+  point it implements unless that point disables it (or "*"); a plugin enabled explicitly at a
+  point overrides its multiPoint entry and moves ahead of the multiPoint plugins there, which is
+  how kube's documentation tells users to reorder defaults; other explicit plugins come last.
+We hold the defaults per point (a curated subset of kube's), so the default part of multiPoint
+is the per-point default lists, and only the user's multiPoint plugins are expanded through the
+registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Union, get_args, get_origin
+
+from pydantic import BaseModel, JsonValue, ValidationError
+from pydantic_core import ErrorDetails
+
+from batchsched.framework.interfaces import EXTENSION_POINTS
+from batchsched.framework.registry import EnabledPlugin, Registry
+
+logger = logging.getLogger(__name__)
+
+POINTS: Final = tuple(EXTENSION_POINTS)
+MULTI_POINT: Final = "multiPoint"
+ALL: Final = "*"
+MAX_WEIGHT: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    path: str  # where in the YAML, e.g. "profiles[0].plugins.score.enabled[1].name"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(ValueError):
+    """A scheduler configuration that cannot be used; each issue names its YAML path."""
+
+    def __init__(self, issues: Sequence[Issue], source: str = "") -> None:
+        self.issues = tuple(issues)
+        self.source = source  # the file the config came from, when there is one
+        super().__init__(*self.issues)
+
+    @classmethod
+    def at(cls, path: str, message: str) -> ConfigError:
+        return cls([Issue(path, message)])
+
+    def __str__(self) -> str:
+        prefix = f"{self.source}: " if self.source else ""
+        return "\n".join(prefix + str(issue) for issue in self.issues)
+
+
+def validation_issues(
+    err: ValidationError,
+    prefix: str = "",
+    model: type[BaseModel] | None = None,
+    hints: Mapping[str, str] | None = None,
+) -> list[Issue]:
+    """Pydantic's errors as YAML paths. `model` lets an unknown key suggest the known ones;
+    `hints` explains keys that exist only in other versions of the document."""
+    issues = []
+    for detail in err.errors(include_url=False):
+        loc = tuple(detail["loc"])
+        issues.append(Issue(yaml_path(prefix, loc), _describe(detail, model, loc, hints or {})))
+    return issues
+
+
+def yaml_path(prefix: str, loc: Sequence[int | str]) -> str:
+    text = prefix
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def quote(value: object) -> str:
+    """A YAML scalar the way a user wrote it; containers by type only (they can be huge)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return json.dumps(value, ensure_ascii=False)
+    return f"a {type(value).__name__}"
+
+
+def _describe(
+    detail: ErrorDetails,
+    model: type[BaseModel] | None,
+    loc: tuple[int | str, ...],
+    hints: Mapping[str, str],
+) -> str:
+    if detail["type"] == "extra_forbidden":
+        name = str(loc[-1])
+        if name in hints:
+            return f'unknown field "{name}": {hints[name]}'
+        return _unknown_field(name, model, loc[:-1])
+    if detail["type"] == "missing":
+        return "required field is missing"
+    message = detail["msg"].removeprefix("Value error, ")
+    return f"{message[:1].lower()}{message[1:]}, got {quote(detail.get('input'))}"
+
+
+def _unknown_field(name: str, model: type[BaseModel] | None, parent: tuple[int | str, ...]) -> str:
+    text = f'unknown field "{name}"'
+    known = _fields_at(model, parent) if model is not None else []
+    by_lower = {field.lower(): field for field in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.7)
+    if close:
+        return f'{text}; did you mean "{by_lower[close[0]]}"?'
+    return f"{text}; known fields: {', '.join(known)}" if known else text
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The YAML keys a model accepts at `loc` (walking fields and list items), or none."""
+    annotation: object = model
+    for part in loc:
+        annotation = _unwrap_optional(annotation)
+        if isinstance(part, int):
+            is_list = get_origin(annotation) in (list, tuple, Sequence)
+            annotation = get_args(annotation)[0] if is_list else None
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = annotation.model_fields.items()
+            annotation = next((f.annotation for n, f in fields if (f.alias or n) == part), None)
+        else:
+            return []
+    annotation = _unwrap_optional(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [info.alias or name for name, info in annotation.model_fields.items()]
+    return []
+
+
+def _unwrap_optional(annotation: object) -> object:
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return rest[0] if len(rest) == 1 else annotation
+    return annotation
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSetInput:
+    """One extension point as the user wrote it; weight 0 means "not given"."""
+
+    enabled: tuple[EnabledPlugin, ...] = ()
+    disabled: tuple[str, ...] = ()
+
+
+EMPTY: Final = PluginSetInput()
+Plan = dict[str, tuple[EnabledPlugin, ...]]
+
+
+def merge_plugin_set(
+    defaults: Sequence[EnabledPlugin], user: PluginSetInput
+) -> list[EnabledPlugin]:
+    """kube's per-point merge: defaults in place (minus disabled), then the user's others."""
+    disabled = set(user.disabled)
+    custom = {plugin.name: plugin for plugin in user.enabled}
+    merged: list[EnabledPlugin] = []
+    if ALL not in disabled:
+        merged = [custom.get(p.name, p) for p in defaults if p.name not in disabled]
+    kept = {plugin.name for plugin in merged}
+    # A default that was disabled and enabled again is not "in place": it moves to the end.
+    merged.extend(plugin for plugin in user.enabled if plugin.name not in kept)
+    return merged
+
+
+def overlay_explicit(
+    expanded: Sequence[EnabledPlugin], explicit: Sequence[EnabledPlugin]
+) -> list[EnabledPlugin]:
+    """kube's multiPoint order: explicit overrides first, other multiPoint, other explicit."""
+    expanded_names = {plugin.name for plugin in expanded}
+    explicit_names = {plugin.name for plugin in explicit}
+    overrides = [plugin for plugin in explicit if plugin.name in expanded_names]
+    others = [plugin for plugin in explicit if plugin.name not in expanded_names]
+    return [*overrides, *(p for p in expanded if p.name not in explicit_names), *others]
+
+
+class PluginResolver:
+    """Resolves profiles' plugin sets against one registry and one set of defaults."""
+
+    def __init__(self, registry: Registry, defaults: Mapping[str, Sequence[EnabledPlugin]]) -> None:
+        self._registry = registry
+        self._defaults = {point: tuple(plugins) for point, plugins in defaults.items()}
+        self._default_weights = {p.name: p.weight for p in self._defaults.get("score", ())}
+        self._points: dict[str, tuple[str, ...]] = {}
+
+    def extension_points(self, name: str) -> tuple[str, ...]:
+        if name not in self._points:
+            self._points[name] = self._registry.extension_points(name)
+        return self._points[name]
+
+    def resolve(
+        self, sets: Mapping[str, PluginSetInput], path: str, multi_point: bool
+    ) -> Plan:
+        """The plugins per extension point with final score weights; `path` is ".plugins"."""
+        self._check_user_plugins(sets, path)
+        if multi_point:
+            lists = self._expand_multi_point(sets)
+        else:
+            lists = {
+                p: merge_plugin_set(self._defaults.get(p, ()), sets.get(p, EMPTY)) for p in POINTS
+            }
+        weights = dict(self._default_weights)
+        # An explicit score entry without a weight falls back to the user's multiPoint weight.
+        weights.update((p.name, p.weight) for p in sets.get(MULTI_POINT, EMPTY).enabled if p.weight)
+        plan = {point: _weighted(point, plugins, weights) for point, plugins in lists.items()}
+        plan = {point: plugins for point, plugins in plan.items() if plugins}
+        self._check_required(plan, path)
+        return plan
+
+    def _expand_multi_point(
+        self, sets: Mapping[str, PluginSetInput]
+    ) -> dict[str, list[EnabledPlugin]]:
+        multi = sets.get(MULTI_POINT, EMPTY)
+        lists: dict[str, list[EnabledPlugin]] = {}
+        for point in POINTS:
+            explicit = sets.get(point, EMPTY)
+            disabled = set(explicit.disabled)
+            if ALL in disabled:
+                lists[point] = list(explicit.enabled)
+                continue
+            here = tuple(p for p in multi.enabled if point in self.extension_points(p.name))
+            defaults = self._defaults.get(point, ())
+            merged = merge_plugin_set(defaults, PluginSetInput(here, multi.disabled))
+            expanded = [plugin for plugin in merged if plugin.name not in disabled]
+            lists[point] = overlay_explicit(expanded, explicit.enabled)
+        return lists
+
+    def plugin_args(
+        self, entries: Sequence[tuple[str, Mapping[str, JsonValue] | None]], plan: Plan, path: str
+    ) -> dict[str, dict[str, JsonValue]]:
+        """pluginConfig validated by building each plugin with it; apiVersion/kind stripped.
+
+        As in kube, args of a plugin that is not enabled are still checked, then unused; args
+        of a plugin that does not exist are ignored (enabling one is the error).
+        """
+        enabled = {plugin.name for plugins in plan.values() for plugin in plugins}
+        args: dict[str, dict[str, JsonValue]] = {}
+        issues: list[Issue] = []
+        first_index: dict[str, int] = {}
+        for j, (name, raw) in enumerate(entries):
+            here = f"{path}.pluginConfig[{j}]"
+            if name in first_index:
+                message = f'duplicate config for plugin "{name}" (also pluginConfig[{first_index[name]}])'
+                issues.append(Issue(f"{here}.name", message))
+                continue
+            first_index[name] = j
+            if name not in self._registry:
+                logger.warning("ignoring config of a plugin that does not exist path=%s", here)
+                continue
+            if name not in enabled:
+                logger.warning("config of a plugin that is not enabled path=%s", here)
+            body, problems = self._checked_args(name, dict(raw or {}), f"{here}.args")
+            issues.extend(problems)
+            args[name] = body
+        if issues:
+            raise ConfigError(issues)
+        return args
+
+    def _checked_args(
+        self, name: str, body: dict[str, JsonValue], path: str
+    ) -> tuple[dict[str, JsonValue], list[Issue]]:
+        body.pop("apiVersion", None)  # kube's typed args may carry their type meta
+        kind = body.pop("kind", None)
+        if kind is not None and kind != f"{name}Args":
+            return body, [Issue(f"{path}.kind", f"must be {quote(name + 'Args')}, got {quote(kind)}")]
+        try:
+            self._registry.build(name, body)
+        except ValidationError as err:
+            return body, validation_issues(err, path)
+        except (TypeError, ValueError) as err:
+            return body, [Issue(path, str(err))]
+        return body, []
+
+    def _check_user_plugins(self, sets: Mapping[str, PluginSetInput], path: str) -> None:
+        issues: list[Issue] = []
+        for point in (MULTI_POINT, *POINTS):
+            plugin_set = sets.get(point, EMPTY)
+            first_index: dict[str, int] = {}
+            for i, plugin in enumerate(plugin_set.enabled):
+                where = f"{path}.{point}.enabled[{i}]"
+                issue = self._check_enabled(point, plugin.name, where, first_index.get(plugin.name))
+                if issue is not None:
+                    issues.append(issue)
+                first_index.setdefault(plugin.name, i)
+            for i, name in enumerate(plugin_set.disabled):
+                if name != ALL and name not in self._registry:
+                    # kube ignores these too, but a typo here silently keeps a plugin running.
+                    logger.warning(
+                        "disabling a plugin that does not exist path=%s.%s.disabled[%d] plugin=%s",
+                        path, point, i, name,
+                    )
+        if issues:
+            raise ConfigError(issues)
+
+    def _check_enabled(self, point: str, name: str, where: str, first: int | None) -> Issue | None:
+        if name not in self._registry:
+            known = ", ".join(self._registry.names())
+            return Issue(f"{where}.name", f'unknown plugin "{name}"; known plugins: {known}')
+        if first is not None:
+            message = f'plugin "{name}" is enabled twice (also at enabled[{first}])'
+            return Issue(f"{where}.name", message)
+        implemented = self.extension_points(name)
+        if point != MULTI_POINT and point not in implemented:
+            return Issue(
+                f"{where}.name",
+                f'plugin "{name}" does not implement the {point} extension point; '
+                f"it implements: {', '.join(implemented)}",
+            )
+        return None
+
+    def _check_required(self, plan: Plan, path: str) -> None:
+        sorts = plan.get("queueSort", ())
+        if len(sorts) != 1:
+            found = ", ".join(p.name for p in sorts) or "none"
+            raise ConfigError.at(
+                f"{path}.queueSort", f"exactly one queueSort plugin must be enabled, found: {found}"
+            )
+        for point, plugins in plan.items():
+            for plugin in plugins:
+                if plugin.name not in self._registry:  # user plugins were checked: a default
+                    raise ConfigError.at(
+                        f"{path}.{point}", f'default plugin "{plugin.name}" is not registered'
+                    )
+        if not plan.get("bind"):
+            raise ConfigError.at(f"{path}.bind", "at least one bind plugin is needed")
+
+
+def _weighted(
+    point: str, plugins: Sequence[EnabledPlugin], weights: Mapping[str, int]
+) -> tuple[EnabledPlugin, ...]:
+    """Weights matter only for score: an unset one takes the default weight, else 1."""
+    if point != "score":
+        return tuple(EnabledPlugin(plugin.name) for plugin in plugins)
+    return tuple(EnabledPlugin(p.name, p.weight or weights.get(p.name) or 1) for p in plugins)
+
+
+def check_common_queue_sort(profiles: Sequence[tuple[Plan, Mapping[str, object]]]) -> None:
+    """One scheduling queue serves every profile, so all must sort it the same way (kube)."""
+    first_plan, first_args = profiles[0]
+    name = first_plan["queueSort"][0].name
+    for i, (plan, args) in enumerate(profiles[1:], start=1):
+        other = plan["queueSort"][0].name
+        if other != name:
+            raise ConfigError.at(
+                f"profiles[{i}].plugins.queueSort",
+                f'must be the same for all profiles: profiles[0] uses "{name}", this one "{other}"',
+            )
+        if args.get(name) != first_args.get(name):
+            raise ConfigError.at(
+                f"profiles[{i}].pluginConfig",
+                f'args of the queueSort plugin "{name}" must be the same for all profiles',
+            )
