@@ -55,7 +55,9 @@ def read_documents(path: Path) -> list[tuple[str, Mapping[str, object]]]:
     found: list[tuple[str, Mapping[str, object]]] = []
     for i, doc in enumerate(documents):
         if not isinstance(doc, Mapping):
-            raise ClusterFileError(f"{path}: document {i}: expected a Kubernetes object, got {type(doc).__name__}")
+            raise ClusterFileError(
+                f"{path}: document {i}: expected a Kubernetes object, got {type(doc).__name__}"
+            )
         if doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List"):
             items = doc.get("items") or []
             if not isinstance(items, list):
@@ -83,8 +85,9 @@ def collect(documents: Iterable[tuple[str, Mapping[str, object]]]) -> ClusterObj
         elif kind == "Namespace":
             objects.namespaces.append(obj)
         else:
+            known = ", ".join(KNOWN_KINDS)
             raise ClusterFileError(
-                f"{origin}: {kind} {name}: unknown kind {kind!r}; expected one of {', '.join(KNOWN_KINDS)}"
+                f"{origin}: {kind} {name}: unknown kind {kind!r}; expected one of {known}"
             )
     return objects
 

@@ -65,7 +65,10 @@ class NodeInfo:
     @property
     def requested(self) -> Resources:
         return Resources(
-            self.req_milli_cpu, self.req_memory, self.req_ephemeral, len(self.pods),
+            self.req_milli_cpu,
+            self.req_memory,
+            self.req_ephemeral,
+            len(self.pods),
             dict(self.req_scalar),
         )
 

@@ -70,7 +70,10 @@ def _place_one(
     profile = profiles.get(pod.scheduler_name)
     if profile is None:
         names = ", ".join(sorted(profiles))
-        return None, f"schedulerName {pod.scheduler_name!r} is not a profile of this scheduler ({names})"
+        return (
+            None,
+            f"schedulerName {pod.scheduler_name!r} is not a profile of this scheduler ({names})",
+        )
     for gate in profile.pre_enqueue:
         status = gate.pre_enqueue(pod)
         if not is_ok(status):

@@ -16,7 +16,10 @@ class PodBuilder:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
-            "spec": {"schedulerName": "gpu-scheduler", "containers": [{"name": "main", "image": "busybox"}]},
+            "spec": {
+                "schedulerName": "gpu-scheduler",
+                "containers": [{"name": "main", "image": "busybox"}],
+            },
         }
 
     @property
@@ -172,7 +175,9 @@ class NodeBuilder:
         return self.label("topology.kubernetes.io/zone", zone)
 
     def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> NodeBuilder:
-        self._obj["spec"].setdefault("taints", []).append({"key": key, "value": value, "effect": effect})
+        self._obj["spec"].setdefault("taints", []).append(
+            {"key": key, "value": value, "effect": effect}
+        )
         return self
 
     def unschedulable(self) -> NodeBuilder:
@@ -180,7 +185,9 @@ class NodeBuilder:
         return self
 
     def image(self, names: list[str], size_bytes: int) -> NodeBuilder:
-        self._obj["status"].setdefault("images", []).append({"names": names, "sizeBytes": size_bytes})
+        self._obj["status"].setdefault("images", []).append(
+            {"names": names, "sizeBytes": size_bytes}
+        )
         return self
 
     def obj(self) -> dict[str, Any]:

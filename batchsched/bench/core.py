@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import platform
 import time
 from typing import Any
@@ -27,7 +28,10 @@ def basic_nodes(count: int) -> list[NodeView]:
     return [
         parse_node(
             {
-                "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
+                "metadata": {
+                    "name": f"node-{i}",
+                    "labels": {"kubernetes.io/hostname": f"node-{i}"},
+                },
                 "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}},
             }
         )
@@ -49,7 +53,9 @@ def basic_pods(count: int) -> list[PodView]:
         }
     }
     return [
-        parse_pod({**template, "metadata": {"name": f"pod-{i}", "namespace": "sched-0", "uid": f"u{i}"}})
+        parse_pod(
+            {**template, "metadata": {"name": f"pod-{i}", "namespace": "sched-0", "uid": f"u{i}"}}
+        )
         for i in range(count)
     ]
 
@@ -68,12 +74,18 @@ def run(args: argparse.Namespace) -> int:
             placed += 1
     elapsed = time.perf_counter() - start
     rate = len(pods) / elapsed
-    print(f"machine: {platform.python_implementation()} {platform.python_version()} on {platform.machine()}")
-    print(f"shape: SchedulingBasic, {args.nodes} nodes (4 cpu/32Gi/110 pods), {args.pods} pods (100m/500Mi)")
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    print(f"machine: {python} on {platform.machine()}, {os.cpu_count()} cpus")
+    print(
+        f"shape: SchedulingBasic, {args.nodes} nodes (4 cpu/32Gi/110 pods), "
+        f"{args.pods} pods (100m/500Mi)"
+    )
     print(f"placed: {placed}/{len(pods)} in {elapsed:.2f} s")
     print(f"throughput: {rate:.0f} pods/s (pure core, default profile, one pod per cycle)")
     print(f"per pod: {elapsed / len(pods) * 1e3:.3f} ms")
-    print(f"ratio vs target {TARGET_PODS_PER_SECOND:.0f} pods/s: {rate / TARGET_PODS_PER_SECOND:.2f}x")
+    print(
+        f"ratio vs target {TARGET_PODS_PER_SECOND:.0f} pods/s: {rate / TARGET_PODS_PER_SECOND:.2f}x"
+    )
     return 0 if placed == len(pods) else 1
 
 

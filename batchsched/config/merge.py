@@ -1,4 +1,4 @@
-"""The config package's error vocabulary and kube-scheduler's plugin-set merging.
+"""Plugin sets as users write them, merged over the defaults; and the package's errors.
 
 Errors: every ConfigError issue names the YAML path it is about ("profiles[0].plugins.score.
 enabled[1].name: ..."); pydantic's errors are translated once, here, into the same form.
@@ -22,11 +22,12 @@ import difflib
 import json
 import logging
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Final, Union, get_args, get_origin
 
-from pydantic import BaseModel, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic.alias_generators import to_camel, to_snake
 from pydantic_core import ErrorDetails
 
 from batchsched.framework.interfaces import EXTENSION_POINTS
@@ -148,30 +149,75 @@ def _unwrap_optional(annotation: object) -> object:
     return annotation
 
 
-@dataclass(frozen=True, slots=True)
-class PluginSetInput:
-    """One extension point as the user wrote it; weight 0 means "not given"."""
+class Document(BaseModel):
+    """Strict as kube's decoder: exact camelCase keys, no coercion, unknown keys rejected."""
 
-    enabled: tuple[EnabledPlugin, ...] = ()
-    disabled: tuple[str, ...] = ()
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, alias_generator=to_camel)
 
 
-EMPTY: Final = PluginSetInput()
+class PluginRef(Document):
+    name: str = Field(min_length=1)
+    weight: int | None = Field(default=None, ge=0, le=MAX_WEIGHT)  # 0/None: the default weight
+
+
+class PluginSet(Document):
+    enabled: list[PluginRef] = []
+    disabled: list[PluginRef] = []
+
+    def enabled_plugins(self) -> list[EnabledPlugin]:
+        return [EnabledPlugin(ref.name, ref.weight or 0) for ref in self.enabled]
+
+    def disabled_names(self) -> set[str]:
+        return {ref.name for ref in self.disabled}
+
+
+EMPTY: Final = PluginSet()
+
+
+class PluginsV1beta2(Document):
+    queue_sort: PluginSet = EMPTY
+    pre_enqueue: PluginSet = EMPTY
+    pre_filter: PluginSet = EMPTY
+    filter: PluginSet = EMPTY
+    post_filter: PluginSet = EMPTY
+    pre_score: PluginSet = EMPTY
+    score: PluginSet = EMPTY
+    reserve: PluginSet = EMPTY
+    permit: PluginSet = EMPTY
+    pre_bind: PluginSet = EMPTY
+    bind: PluginSet = EMPTY
+    post_bind: PluginSet = EMPTY
+
+    def at(self, point: str) -> PluginSet:
+        """The set at a YAML point name ("preFilter"); empty where this version lacks it."""
+        plugin_set = getattr(self, to_snake(point), EMPTY)
+        return plugin_set if isinstance(plugin_set, PluginSet) else EMPTY
+
+
+class Plugins(PluginsV1beta2):
+    multi_point: PluginSet = EMPTY
+
+
+class PluginConfigEntry(Document):
+    name: str = Field(min_length=1)
+    args: dict[str, JsonValue] | None = None
+
+
+NO_PLUGINS: Final = PluginsV1beta2()
 Plan = dict[str, tuple[EnabledPlugin, ...]]
 
 
 def merge_plugin_set(
-    defaults: Sequence[EnabledPlugin], user: PluginSetInput
+    defaults: Sequence[EnabledPlugin], enabled: Sequence[EnabledPlugin], disabled: Set[str]
 ) -> list[EnabledPlugin]:
     """kube's per-point merge: defaults in place (minus disabled), then the user's others."""
-    disabled = set(user.disabled)
-    custom = {plugin.name: plugin for plugin in user.enabled}
+    custom = {plugin.name: plugin for plugin in enabled}
     merged: list[EnabledPlugin] = []
     if ALL not in disabled:
         merged = [custom.get(p.name, p) for p in defaults if p.name not in disabled]
     kept = {plugin.name for plugin in merged}
     # A default that was disabled and enabled again is not "in place": it moves to the end.
-    merged.extend(plugin for plugin in user.enabled if plugin.name not in kept)
+    merged.extend(plugin for plugin in enabled if plugin.name not in kept)
     return merged
 
 
@@ -200,45 +246,45 @@ class PluginResolver:
             self._points[name] = self._registry.extension_points(name)
         return self._points[name]
 
-    def resolve(
-        self, sets: Mapping[str, PluginSetInput], path: str, multi_point: bool
-    ) -> Plan:
+    def resolve(self, plugins: PluginsV1beta2, path: str, multi_point: bool) -> Plan:
         """The plugins per extension point with final score weights; `path` is ".plugins"."""
-        self._check_user_plugins(sets, path)
+        self._check_user_plugins(plugins, path)
         if multi_point:
-            lists = self._expand_multi_point(sets)
+            lists = self._expand_multi_point(plugins)
         else:
             lists = {
-                p: merge_plugin_set(self._defaults.get(p, ()), sets.get(p, EMPTY)) for p in POINTS
+                point: merge_plugin_set(
+                    self._defaults.get(point, ()),
+                    plugins.at(point).enabled_plugins(),
+                    plugins.at(point).disabled_names(),
+                )
+                for point in POINTS
             }
         weights = dict(self._default_weights)
         # An explicit score entry without a weight falls back to the user's multiPoint weight.
-        weights.update((p.name, p.weight) for p in sets.get(MULTI_POINT, EMPTY).enabled if p.weight)
+        weights.update((p.name, p.weight) for p in plugins.at(MULTI_POINT).enabled if p.weight)
         plan = {point: _weighted(point, plugins, weights) for point, plugins in lists.items()}
         plan = {point: plugins for point, plugins in plan.items() if plugins}
         self._check_required(plan, path)
         return plan
 
-    def _expand_multi_point(
-        self, sets: Mapping[str, PluginSetInput]
-    ) -> dict[str, list[EnabledPlugin]]:
-        multi = sets.get(MULTI_POINT, EMPTY)
+    def _expand_multi_point(self, plugins: PluginsV1beta2) -> dict[str, list[EnabledPlugin]]:
+        multi = plugins.at(MULTI_POINT)
         lists: dict[str, list[EnabledPlugin]] = {}
         for point in POINTS:
-            explicit = sets.get(point, EMPTY)
-            disabled = set(explicit.disabled)
+            explicit = plugins.at(point).enabled_plugins()
+            disabled = plugins.at(point).disabled_names()
             if ALL in disabled:
-                lists[point] = list(explicit.enabled)
+                lists[point] = explicit
                 continue
-            here = tuple(p for p in multi.enabled if point in self.extension_points(p.name))
-            defaults = self._defaults.get(point, ())
-            merged = merge_plugin_set(defaults, PluginSetInput(here, multi.disabled))
+            here = [p for p in multi.enabled_plugins() if point in self.extension_points(p.name)]
+            merged = merge_plugin_set(self._defaults.get(point, ()), here, multi.disabled_names())
             expanded = [plugin for plugin in merged if plugin.name not in disabled]
-            lists[point] = overlay_explicit(expanded, explicit.enabled)
+            lists[point] = overlay_explicit(expanded, explicit)
         return lists
 
     def plugin_args(
-        self, entries: Sequence[tuple[str, Mapping[str, JsonValue] | None]], plan: Plan, path: str
+        self, entries: Sequence[PluginConfigEntry], plan: Plan, path: str
     ) -> dict[str, dict[str, JsonValue]]:
         """pluginConfig validated by building each plugin with it; apiVersion/kind stripped.
 
@@ -249,10 +295,11 @@ class PluginResolver:
         args: dict[str, dict[str, JsonValue]] = {}
         issues: list[Issue] = []
         first_index: dict[str, int] = {}
-        for j, (name, raw) in enumerate(entries):
-            here = f"{path}.pluginConfig[{j}]"
+        for j, entry in enumerate(entries):
+            name, here = entry.name, f"{path}.pluginConfig[{j}]"
             if name in first_index:
-                message = f'duplicate config for plugin "{name}" (also pluginConfig[{first_index[name]}])'
+                also = f"pluginConfig[{first_index[name]}]"
+                message = f'duplicate config for plugin "{name}" (also {also})'
                 issues.append(Issue(f"{here}.name", message))
                 continue
             first_index[name] = j
@@ -261,7 +308,7 @@ class PluginResolver:
                 continue
             if name not in enabled:
                 logger.warning("config of a plugin that is not enabled path=%s", here)
-            body, problems = self._checked_args(name, dict(raw or {}), f"{here}.args")
+            body, problems = self._checked_args(name, dict(entry.args or {}), f"{here}.args")
             issues.extend(problems)
             args[name] = body
         if issues:
@@ -274,7 +321,8 @@ class PluginResolver:
         body.pop("apiVersion", None)  # kube's typed args may carry their type meta
         kind = body.pop("kind", None)
         if kind is not None and kind != f"{name}Args":
-            return body, [Issue(f"{path}.kind", f"must be {quote(name + 'Args')}, got {quote(kind)}")]
+            expected = quote(f"{name}Args")
+            return body, [Issue(f"{path}.kind", f"must be {expected}, got {quote(kind)}")]
         try:
             self._registry.build(name, body)
         except ValidationError as err:
@@ -283,10 +331,10 @@ class PluginResolver:
             return body, [Issue(path, str(err))]
         return body, []
 
-    def _check_user_plugins(self, sets: Mapping[str, PluginSetInput], path: str) -> None:
+    def _check_user_plugins(self, plugins: PluginsV1beta2, path: str) -> None:
         issues: list[Issue] = []
         for point in (MULTI_POINT, *POINTS):
-            plugin_set = sets.get(point, EMPTY)
+            plugin_set = plugins.at(point)
             first_index: dict[str, int] = {}
             for i, plugin in enumerate(plugin_set.enabled):
                 where = f"{path}.{point}.enabled[{i}]"
@@ -294,7 +342,7 @@ class PluginResolver:
                 if issue is not None:
                     issues.append(issue)
                 first_index.setdefault(plugin.name, i)
-            for i, name in enumerate(plugin_set.disabled):
+            for i, name in enumerate(ref.name for ref in plugin_set.disabled):
                 if name != ALL and name not in self._registry:
                     # kube ignores these too, but a typo here silently keeps a plugin running.
                     logger.warning(

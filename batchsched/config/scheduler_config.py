@@ -22,15 +22,20 @@ from pydantic import (
     JsonValue,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from batchsched.config.merge import (
-    MAX_WEIGHT,
+    NO_PLUGINS,
     ConfigError,
+    Document,
     Issue,
+    PluginConfigEntry,
     PluginResolver,
-    PluginSetInput,
+    Plugins,
+    PluginsV1beta2,
     check_common_queue_sort,
     quote,
     validation_issues,
@@ -55,33 +60,20 @@ GPU_SCHEDULER_NAME: Final = "gpu-scheduler"  # ours, in default_config()
 logger = logging.getLogger(__name__)
 
 
+_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS: Final = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
 def parse_duration(value: object) -> float:
     """A Go duration string ("15s", "1m30s", "500ms") in seconds, as metav1.Duration accepts."""
-    if not isinstance(value, str):
-        raise ValueError(f'expected a duration string such as "15s", got {value!r}')
-    body = value.strip()
-    sign = -1.0 if body.startswith("-") else 1.0
-    body = body.lstrip("+-")
-    if body == "0":
-        return 0.0
-    if not _DURATION.fullmatch(body):
-        raise ValueError(f'invalid duration {value!r}; expected e.g. "15s", "1m30s", "500ms"')
-    return sign * sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(body))
+    body = value.lstrip("+-") if isinstance(value, str) else ""
+    if body != "0" and not re.fullmatch(rf"(?:{_DURATION_PART.pattern})+", body):
+        raise ValueError(f'expected a duration such as "15s", "1m30s" or "500ms", got {value!r}')
+    seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(body))
+    return -seconds if str(value).startswith("-") else seconds
 
-
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_DURATION: Final = re.compile(rf"(?:{_DURATION_PART.pattern})+")
-_UNIT_SECONDS: Final = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0,
-}
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
-
-
-class Document(BaseModel):
-    """Strict as kube's decoder: exact camelCase keys, no coercion, unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, alias_generator=to_camel)
 
 
 class LeaderElection(Document):
@@ -95,6 +87,14 @@ class LeaderElection(Document):
     resource_name: str = Field(default="gpu-scheduler", min_length=1)
     resource_namespace: str = Field(default="kube-system", min_length=1)
 
+    @model_validator(mode="after")
+    def _kube_rules(self) -> LeaderElection:
+        if self.leader_elect and self.renew_deadline >= self.lease_duration:
+            raise ValueError("renewDeadline must be less than leaseDuration")
+        if self.leader_elect and self.resource_lock != "leases":
+            raise ValueError('resourceLock must be "leases"')
+        return self
+
 
 class ClientConnection(Document):
     kubeconfig: str = ""
@@ -104,55 +104,10 @@ class ClientConnection(Document):
     accept_content_types: str = ""
 
 
-class PluginRef(Document):
-    name: str = Field(min_length=1)
-    weight: int | None = Field(default=None, ge=0, le=MAX_WEIGHT)  # 0/None: the default weight
-
-
-class PluginSet(Document):
-    enabled: list[PluginRef] = []
-    disabled: list[PluginRef] = []
-
-    def as_input(self) -> PluginSetInput:
-        return PluginSetInput(
-            tuple(EnabledPlugin(p.name, p.weight or 0) for p in self.enabled),
-            tuple(p.name for p in self.disabled),
-        )
-
-
-class PluginsV1beta2(Document):
-    queue_sort: PluginSet = PluginSet()
-    pre_enqueue: PluginSet = PluginSet()
-    pre_filter: PluginSet = PluginSet()
-    filter: PluginSet = PluginSet()
-    post_filter: PluginSet = PluginSet()
-    pre_score: PluginSet = PluginSet()
-    score: PluginSet = PluginSet()
-    reserve: PluginSet = PluginSet()
-    permit: PluginSet = PluginSet()
-    pre_bind: PluginSet = PluginSet()
-    bind: PluginSet = PluginSet()
-    post_bind: PluginSet = PluginSet()
-
-    def as_inputs(self) -> dict[str, PluginSetInput]:
-        """Keyed by the YAML names (queueSort, ..., multiPoint)."""
-        fields = type(self).model_fields
-        return {info.alias or name: getattr(self, name).as_input() for name, info in fields.items()}
-
-
-class Plugins(PluginsV1beta2):
-    multi_point: PluginSet = PluginSet()
-
-
-class PluginConfigEntry(Document):
-    name: str = Field(min_length=1)
-    args: dict[str, JsonValue] | None = None
-
-
 class ProfileV1beta2(Document):
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER_NAME, min_length=1)
     plugins: PluginsV1beta2 | None = None
-    plugin_config: list[PluginConfigEntry] = []
+    plugin_config: Sequence[PluginConfigEntry] = ()
 
     @property
     def percentage(self) -> int | None:
@@ -182,13 +137,21 @@ class ConfigDocument(Document):
     parallelism: int = Field(default=16, gt=0)
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
     pod_initial_backoff_seconds: int = Field(default=1, gt=0)
-    pod_max_backoff_seconds: int = Field(default=10, gt=0)
+    pod_max_backoff_seconds: int = Field(default=10, gt=0, validate_default=True)
     leader_election: LeaderElection = LeaderElection()
     client_connection: ClientConnection = ClientConnection()
     profiles: Sequence[ProfileV1beta2] = ()
     enable_profiling: bool | None = None
     enable_contention_profiling: bool | None = None
     extenders: list[dict[str, JsonValue]] | None = None
+
+    @field_validator("pod_max_backoff_seconds")
+    @classmethod
+    def _max_backoff_at_least_initial(cls, value: int, info: ValidationInfo) -> int:
+        initial = info.data.get("pod_initial_backoff_seconds", 1)
+        if value < initial:
+            raise ValueError(f"must be at least podInitialBackoffSeconds ({initial})")
+        return value
 
 
 class ConfigV1beta2(ConfigDocument):
@@ -334,9 +297,6 @@ def config_from_mapping(
         if name in parsed.model_fields_set:
             alias = model.model_fields[name].alias
             logger.warning("ignoring a field batchsched does not act on field=%s", alias)
-    issues = _check_settings(parsed)
-    if issues:
-        raise ConfigError(issues)
     registry = registry if registry is not None else builtin_registry()
     defaults = defaults if defaults is not None else builtin_defaults()
     config = SchedulerConfig(
@@ -393,7 +353,9 @@ def _parse_yaml(text: str) -> list[object]:
 def _single_document(documents: list[object]) -> Mapping[str, object]:
     """The one KubeSchedulerConfiguration; other kinds in a multi-document file are skipped."""
     if len(documents) > 1:
-        configs = [d for d in documents if isinstance(d, dict) and d.get("kind") == KIND]
+        configs: list[object] = [
+            d for d in documents if isinstance(d, dict) and d.get("kind") == KIND
+        ]
         if len(configs) != 1:
             raise ConfigError.at(
                 "", f"{len(documents)} YAML documents, {len(configs)} of kind {KIND}; "
@@ -422,29 +384,6 @@ def _document_model(document: Mapping[str, object]) -> type[ConfigDocument]:
     return DOCUMENTS[api_version]
 
 
-def _check_settings(doc: ConfigDocument) -> list[Issue]:
-    """kube-scheduler's cross-field checks on the top-level settings."""
-    issues = []
-    if doc.pod_max_backoff_seconds < doc.pod_initial_backoff_seconds:
-        issues.append(Issue(
-            "podMaxBackoffSeconds",
-            f"must be at least podInitialBackoffSeconds ({doc.pod_initial_backoff_seconds}), "
-            f"got {doc.pod_max_backoff_seconds}",
-        ))
-    election = doc.leader_election
-    if election.leader_elect and election.renew_deadline >= election.lease_duration:
-        issues.append(Issue(
-            "leaderElection.renewDeadline",
-            f"must be less than leaseDuration ({election.lease_duration:g}s), "
-            f"got {election.renew_deadline:g}s",
-        ))
-    if election.leader_elect and election.resource_lock != "leases":
-        issues.append(Issue(
-            "leaderElection.resourceLock", f'must be "leases", got {quote(election.resource_lock)}'
-        ))
-    return issues
-
-
 def _resolve_profiles(doc: ConfigDocument, resolver: PluginResolver) -> tuple[ProfileConfig, ...]:
     # kube: no profiles means one profile with the default name and plugins.
     documents = list(doc.profiles) or [ProfileV1beta2()]
@@ -459,14 +398,13 @@ def _resolve_profiles(doc: ConfigDocument, resolver: PluginResolver) -> tuple[Pr
                 f'duplicate scheduler name "{name}" (also profiles[{first_index[name]}])',
             )
         first_index[name] = i
-        plugin_sets = profile.plugins.as_inputs() if profile.plugins is not None else {}
-        plan = resolver.resolve(plugin_sets, f"{path}.plugins", doc.multi_point)
-        entries = [(entry.name, entry.args) for entry in profile.plugin_config]
+        plugins = profile.plugins if profile.plugins is not None else NO_PLUGINS
+        plan = resolver.resolve(plugins, f"{path}.plugins", doc.multi_point)
         percentage = profile.percentage
         profiles.append(ProfileConfig(
             scheduler_name=name,
             plugins=plan,
-            plugin_args=resolver.plugin_args(entries, plan, path),
+            plugin_args=resolver.plugin_args(profile.plugin_config, plan, path),
             percentage_of_nodes_to_score=(
                 percentage if percentage is not None else doc.percentage_of_nodes_to_score
             ),

@@ -34,8 +34,9 @@ class CycleState:
         self._data[key.name] = value
 
     def read(self, key: StateKey[T]) -> T:
+        # Hot path (Filter/Score read this per node): no cast() call, one dict lookup.
         try:
-            return cast(T, self._data[key.name])
+            return self._data[key.name]  # type: ignore[return-value]
         except KeyError:
             raise MissingState(key.name) from None
 

@@ -107,9 +107,13 @@ class NormalizeScorePlugin(Protocol):
 class ReservePlugin(Protocol):
     name: ClassVar[str]
 
-    def reserve(self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot) -> Status: ...
+    def reserve(
+        self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot
+    ) -> Status: ...
 
-    def unreserve(self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot) -> None: ...
+    def unreserve(
+        self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot
+    ) -> None: ...
 
 
 @runtime_checkable

@@ -23,7 +23,8 @@ from batchsched.framework.profile import Profile, WeightedScorer
 
 
 class PluginArgs(BaseModel):
-    """Base for plugin args: camelCase keys as in KubeSchedulerConfiguration, unknown keys rejected."""
+    """Base for plugin args: camelCase keys as in KubeSchedulerConfiguration; unknown keys
+    are rejected."""
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
@@ -121,11 +122,15 @@ def assemble_profile(
         for plugin in plugins:
             obj = instance(plugin.name)
             if point not in extension_points_of(obj):
-                raise ProfileError(f"plugin {plugin.name!r} does not implement extension point {point!r}")
+                raise ProfileError(
+                    f"plugin {plugin.name!r} does not implement extension point {point!r}"
+                )
             lists.setdefault(point, []).append(obj)
     sorts = lists.get("queueSort", [])
     if len(sorts) != 1:
-        raise ProfileError(f"profile {scheduler_name!r} needs exactly one queueSort plugin, has {len(sorts)}")
+        raise ProfileError(
+            f"profile {scheduler_name!r} needs exactly one queueSort plugin, has {len(sorts)}"
+        )
     queue_sort = sorts[0]
     assert isinstance(queue_sort, QueueSortPlugin)
     scorers = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 from batchsched.framework.cycle_state import CycleState
 from batchsched.framework.failure import FitError
@@ -91,10 +92,14 @@ class ProfileRunner:
         state = state if state is not None else CycleState()
         total = len(snapshot)
         if total == 0:
-            return ScheduleResult(pod, unresolvable("no nodes available to schedule pods"), state=state)
+            return ScheduleResult(
+                pod, unresolvable("no nodes available to schedule pods"), state=state
+            )
         candidates, rejected = self._run_pre_filter(state, pod, snapshot)
         if isinstance(candidates, Status):
-            return self._failed(state, pod, snapshot, FitError(pod, total, {}, candidates.message()))
+            return self._failed(
+                state, pod, snapshot, FitError(pod, total, {}, candidates.message())
+            )
         feasible, failed, processed = self._filter_nodes(state, pod, candidates, total)
         failed.update(rejected)
         if isinstance(feasible, Status):
@@ -105,7 +110,12 @@ class ProfileRunner:
         if isinstance(chosen, Status):
             return ScheduleResult(pod, chosen, state=state, evaluated_nodes=processed)
         return ScheduleResult(
-            pod, OK, chosen.name, evaluated_nodes=processed, feasible_nodes=len(feasible), state=state
+            pod,
+            OK,
+            chosen.name,
+            evaluated_nodes=processed,
+            feasible_nodes=len(feasible),
+            state=state,
         )
 
     def _run_pre_filter(
@@ -141,14 +151,14 @@ class ProfileRunner:
         feasible: list[NodeInfo] = []
         failed: dict[str, Status] = {}
         count = len(nodes)
-        start = self._next_start % count if len(nodes) == total else 0
+        whole = count == total
+        start = self._next_start % count if whole else 0
         processed = 0
-        for i in range(count):
-            info = nodes[(start + i) % count]
-            processed += 1
+        success = Code.SUCCESS
+        for processed, info in enumerate(chain(nodes[start:], nodes[:start]), 1):
             for name, check in filters:
                 status = check(state, pod, info)
-                if status is not OK and status.code is not Code.SUCCESS:
+                if status is not OK and status.code is not success:
                     if status.code is Code.ERROR:
                         return status.with_plugin(name), failed, processed
                     failed[info.name] = status.with_plugin(name)
@@ -157,7 +167,7 @@ class ProfileRunner:
                 feasible.append(info)
                 if len(feasible) >= wanted:
                     break
-        if len(nodes) == total:
+        if whole:
             self._next_start = (start + processed) % count
         return feasible, failed, processed
 
@@ -182,20 +192,17 @@ class ProfileRunner:
             weight = scorer.weight
             for i, value in enumerate(scores):
                 if value < MIN_NODE_SCORE or value > MAX_NODE_SCORE:
-                    return error(f"plugin {plugin.name} scored node {nodes[i].name} {value}, outside 0..100")
+                    return error(
+                        f"plugin {plugin.name} scored node {nodes[i].name} {value}, outside 0..100"
+                    )
                 totals[i] += value * weight
         return self._select(nodes, totals)
 
     def _select(self, nodes: list[NodeInfo], totals: list[int]) -> NodeInfo:
+        """A uniformly random node among the best, drawn from the seeded generator."""
         best = max(totals)
-        chosen = nodes[0]
-        ties = 0
-        for info, value in zip(nodes, totals, strict=True):
-            if value == best:
-                ties += 1
-                if ties == 1 or self._rng.randrange(ties) == 0:
-                    chosen = info
-        return chosen
+        ties = [i for i, value in enumerate(totals) if value == best]
+        return nodes[ties[0] if len(ties) == 1 else ties[self._rng.randrange(len(ties))]]
 
     def _failed(
         self, state: CycleState, pod: PodView, snapshot: Snapshot, failure: FitError
@@ -203,7 +210,9 @@ class ProfileRunner:
         nominated: str | None = None
         message = ""
         for plugin in self.profile.post_filter:
-            nominated, status = plugin.post_filter(state, pod, snapshot, dict(failure.node_statuses))
+            nominated, status = plugin.post_filter(
+                state, pod, snapshot, dict(failure.node_statuses)
+            )
             if is_ok(status):
                 break
             message = status.message()
@@ -219,7 +228,9 @@ class ProfileRunner:
             state=state,
         )
 
-    def reserve(self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot) -> Status:
+    def reserve(
+        self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot
+    ) -> Status:
         """Assume the pod on the node, then run Reserve; on failure undo everything."""
         snapshot.assume(pod, node_name)
         for i, plugin in enumerate(self.profile.reserve):
@@ -231,7 +242,9 @@ class ProfileRunner:
                 return status.with_plugin(plugin.name)
         return OK
 
-    def unreserve(self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot) -> None:
+    def unreserve(
+        self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot
+    ) -> None:
         for plugin in reversed(self.profile.reserve):
             plugin.unreserve(state, pod, node_name, snapshot)
         snapshot.forget(pod)

@@ -66,7 +66,9 @@ class PodAffinityTerm:
             return False
         return self.namespace_selector.matches(namespace_labels or {})
 
-    def selects(self, namespace: str, labels: dict[str, str], ns_labels: dict[str, str] | None) -> bool:
+    def selects(
+        self, namespace: str, labels: dict[str, str], ns_labels: dict[str, str] | None
+    ) -> bool:
         if self.selector is None or not self.selects_namespace(namespace, ns_labels):
             return False
         return self.selector.matches(labels)

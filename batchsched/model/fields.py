@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from batchsched.model.selectors import LABEL_OPERATORS, LabelSelector, Requirement
 
@@ -68,7 +68,7 @@ def timestamp(value: object, field: str) -> float:
     if value is None or value == "":
         return 0.0
     if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
         return moment.timestamp()
     if isinstance(value, str):
         try:

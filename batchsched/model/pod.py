@@ -79,7 +79,9 @@ def normalized_image(name: str) -> str:
     return name if ":" in last else f"{name}:latest"
 
 
-def parse_pod(obj: Mapping[str, object], priority_classes: Mapping[str, int] | None = None) -> PodView:
+def parse_pod(
+    obj: Mapping[str, object], priority_classes: Mapping[str, int] | None = None
+) -> PodView:
     """Read a Pod as `kubectl get -o yaml` prints it.
 
     `priority_classes` resolves `priorityClassName` when `spec.priority` is absent (objects from
@@ -109,7 +111,9 @@ def _parse_pod(
     priority = _priority(spec, class_name, priority_classes)
     affinity = as_map(spec.get("affinity"), "spec.affinity")
     gates = tuple(
-        as_str(as_map(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
+        as_str(
+            as_map(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name"
+        )
         for i, g in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates"))
     )
     return PodView(
@@ -132,7 +136,9 @@ def _parse_pod(
         non_zero_milli_cpu=non_zero.milli_cpu,
         non_zero_memory=non_zero.memory,
         node_selector=str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
-        node_affinity=parse_node_affinity(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity"),
+        node_affinity=parse_node_affinity(
+            affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity"
+        ),
         pod_affinity=parse_pod_affinity(
             affinity.get("podAffinity"), "spec.affinity.podAffinity", namespace
         ),
@@ -182,7 +188,9 @@ def _container_facts(
                 app_nz.append(nz)
                 ports.extend(_host_ports(container, field))
                 if container.get("image"):
-                    images.append(normalized_image(as_str(container.get("image"), f"{field}.image")))
+                    images.append(
+                        normalized_image(as_str(container.get("image"), f"{field}.image"))
+                    )
             else:
                 sidecar = container.get("restartPolicy") == "Always"
                 init.append((req, sidecar))

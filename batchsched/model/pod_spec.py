@@ -22,7 +22,13 @@ from batchsched.model.fields import (
     label_selector,
     requirement,
 )
-from batchsched.model.selectors import IN, NODE_OPERATORS, LabelSelector, NodeSelectorTerm, Requirement
+from batchsched.model.selectors import (
+    IN,
+    NODE_OPERATORS,
+    LabelSelector,
+    NodeSelectorTerm,
+    Requirement,
+)
 
 TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 
@@ -71,12 +77,12 @@ def parse_node_affinity(value: object, field: str) -> NodeAffinity | None:
     if req_raw is not None:
         terms_field = f"{req_field}.nodeSelectorTerms"
         terms = as_list(as_map(req_raw, req_field).get("nodeSelectorTerms"), terms_field)
-        required = tuple(
-            node_selector_term(t, f"{terms_field}[{i}]") for i, t in enumerate(terms)
-        )
+        required = tuple(node_selector_term(t, f"{terms_field}[{i}]") for i, t in enumerate(terms))
     pref_field = f"{field}.preferredDuringSchedulingIgnoredDuringExecution"
     preferred = []
-    for i, p in enumerate(as_list(raw.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_field)):
+    for i, p in enumerate(
+        as_list(raw.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_field)
+    ):
         item = as_map(p, f"{pref_field}[{i}]")
         weight = as_int(item.get("weight"), f"{pref_field}[{i}].weight")
         if not 1 <= weight <= 100:
@@ -109,16 +115,22 @@ def parse_pod_affinity(value: object, field: str, own_namespace: str) -> PodAffi
     req_field = f"{field}.requiredDuringSchedulingIgnoredDuringExecution"
     required = tuple(
         pod_affinity_term(t, f"{req_field}[{i}]", own_namespace)
-        for i, t in enumerate(as_list(raw.get("requiredDuringSchedulingIgnoredDuringExecution"), req_field))
+        for i, t in enumerate(
+            as_list(raw.get("requiredDuringSchedulingIgnoredDuringExecution"), req_field)
+        )
     )
     pref_field = f"{field}.preferredDuringSchedulingIgnoredDuringExecution"
     preferred = []
-    for i, p in enumerate(as_list(raw.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_field)):
+    for i, p in enumerate(
+        as_list(raw.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_field)
+    ):
         item = as_map(p, f"{pref_field}[{i}]")
         weight = as_int(item.get("weight"), f"{pref_field}[{i}].weight")
         if not 1 <= weight <= 100:
             raise FieldError(f"{pref_field}[{i}].weight", f"must be 1..100, got {weight}")
-        term = pod_affinity_term(item.get("podAffinityTerm"), f"{pref_field}[{i}].podAffinityTerm", own_namespace)
+        term = pod_affinity_term(
+            item.get("podAffinityTerm"), f"{pref_field}[{i}].podAffinityTerm", own_namespace
+        )
         preferred.append(WeightedPodAffinityTerm(weight, term))
     if not required and not preferred:
         return None

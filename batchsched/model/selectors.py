@@ -85,6 +85,8 @@ class NodeSelectorTerm:
         return all(req.matches(fields) for req in self.match_fields)
 
 
-def terms_match(terms: tuple[NodeSelectorTerm, ...], node_name: str, labels: Mapping[str, str]) -> bool:
+def terms_match(
+    terms: tuple[NodeSelectorTerm, ...], node_name: str, labels: Mapping[str, str]
+) -> bool:
     """Node selector terms are ORed."""
     return any(term.matches(node_name, labels) for term in terms)

@@ -65,7 +65,12 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
     "queueSort": _enabled("PrioritySort"),
     "preEnqueue": _enabled("SchedulingGates"),
     "preFilter": _enabled(
-        "NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"
+        "NodeName",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ),
     "filter": _enabled(
         "NodeUnschedulable",

@@ -102,7 +102,9 @@ def profile(**points: object) -> Profile:
         "1 percent of 20000 is 200 nodes",
     ],
 )
-def test_number_of_feasible_nodes_to_find(percentage: int | None, all_nodes: int, expected: int) -> None:
+def test_number_of_feasible_nodes_to_find(
+    percentage: int | None, all_nodes: int, expected: int
+) -> None:
     assert num_feasible_nodes_to_find(percentage, all_nodes) == expected
 
 
@@ -163,8 +165,12 @@ def test_a_score_outside_0_to_100_is_an_error_not_a_placement() -> None:
 
 def test_ties_are_broken_by_the_seed_and_the_same_seed_repeats_the_choice() -> None:
     picks = {
-        seed: [ProfileRunner(profile(score=(WeightedScorer(ScoreByName({}), 1, None),)), seed)
-               .find_node(make_pod().view(), nodes(10)).node_name for _ in range(3)]
+        seed: [
+            ProfileRunner(profile(score=(WeightedScorer(ScoreByName({}), 1, None),)), seed)
+            .find_node(make_pod().view(), nodes(10))
+            .node_name
+            for _ in range(3)
+        ]
         for seed in range(20)
     }
     assert len({tuple(p) for p in picks.values()}) > 1, "different seeds should differ somewhere"
@@ -179,7 +185,8 @@ def test_pre_filter_result_narrows_the_nodes_and_explains_the_rest() -> None:
     reject = RejectNodes({"n2"}, unschedulable("Insufficient cpu"))
     runner = ProfileRunner(profile(pre_filter=(OnlyNodes(frozenset({"n2"})),), filter=(reject,)))
     assert runner.find_node(make_pod().view(), snap).message() == (
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [OnlyNodes]."
+        "0/3 nodes are available: 1 Insufficient cpu, "
+        "2 node(s) didn't satisfy plugin(s) [OnlyNodes]."
     )
 
 

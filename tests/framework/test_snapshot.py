@@ -10,7 +10,10 @@ from tests.builders import make_node, make_pod, snapshot_of
 def test_bound_pods_count_on_their_node_and_finished_pods_do_not() -> None:
     snap = snapshot_of(
         [make_node("n1")],
-        [make_pod("run").cpu("1").node("n1"), make_pod("done").cpu("2").node("n1").phase("Succeeded")],
+        [
+            make_pod("run").cpu("1").node("n1"),
+            make_pod("done").cpu("2").node("n1").phase("Succeeded"),
+        ],
     )
     info = snap.get("n1")
     assert info is not None
@@ -81,9 +84,14 @@ def test_a_pod_cannot_be_counted_twice() -> None:
 def test_affinity_counters_follow_placements() -> None:
     anti = make_pod("anti").affinity(
         "podAntiAffinity",
-        {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
-        ]},
+        {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "x"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        },
     )
     snap = snapshot_of([make_node("n1")])
     with snap.begin_trial():

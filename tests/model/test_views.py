@@ -15,7 +15,11 @@ from tests.builders import make_node, make_pod
 def test_requests_sum_over_containers_and_default_to_limits() -> None:
     obj = make_pod("p").cpu("500m").container("side", cpu="250m", memory="1Gi").obj()
     obj["spec"]["containers"].append(
-        {"name": "limited", "image": "x", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": 2}}}
+        {
+            "name": "limited",
+            "image": "x",
+            "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": 2}},
+        }
     )
     pod = parse_pod(obj)
     assert pod.requests.milli_cpu == 1750
@@ -38,7 +42,9 @@ def test_requests_sum_over_containers_and_default_to_limits() -> None:
         "a sidecar adds to the steady-state request",
     ],
 )
-def test_effective_request_follows_init_and_sidecar_rules(init: list[dict[str, Any]], expected_cpu: int) -> None:
+def test_effective_request_follows_init_and_sidecar_rules(
+    init: list[dict[str, Any]], expected_cpu: int
+) -> None:
     obj = make_pod("p").cpu("1").obj()
     obj["spec"]["initContainers"] = [
         {
@@ -78,15 +84,30 @@ def test_an_unknown_priority_class_is_an_error_naming_the_field() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "fragment"),
     [
-        ("spec.containers", [{"name": "c", "resources": {"requests": {"cpu": "1x"}}}],
-         "spec.containers[0].resources.requests.cpu"),
+        (
+            "spec.containers",
+            [{"name": "c", "resources": {"requests": {"cpu": "1x"}}}],
+            "spec.containers[0].resources.requests.cpu",
+        ),
         ("spec.tolerations", [{"key": "k", "operator": "Maybe"}], "spec.tolerations[0].operator"),
-        ("spec.affinity", {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}},
-         "nodeSelectorTerms[0].matchExpressions[0].operator"),
-        ("spec.topologySpreadConstraints", [{"maxSkew": 0, "topologyKey": "z",
-                                             "whenUnsatisfiable": "DoNotSchedule"}],
-         "spec.topologySpreadConstraints[0].maxSkew"),
+        (
+            "spec.affinity",
+            {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "k", "operator": "Near"}]}
+                        ]
+                    }
+                }
+            },
+            "nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
+        (
+            "spec.topologySpreadConstraints",
+            [{"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}],
+            "spec.topologySpreadConstraints[0].maxSkew",
+        ),
         ("metadata.labels", ["not", "a", "map"], "metadata.labels"),
     ],
     ids=[
@@ -97,7 +118,9 @@ def test_an_unknown_priority_class_is_an_error_naming_the_field() -> None:
         "labels that are not a mapping name the field",
     ],
 )
-def test_bad_pod_fields_are_reported_with_their_path(path: str, value: object, fragment: str) -> None:
+def test_bad_pod_fields_are_reported_with_their_path(
+    path: str, value: object, fragment: str
+) -> None:
     with pytest.raises(InvalidObject) as err:
         parse_pod(make_pod("bad").set(path, value).obj())
     assert fragment in str(err.value) and "default/bad" in str(err.value)

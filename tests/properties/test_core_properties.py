@@ -78,7 +78,9 @@ def usage(snapshot: Snapshot) -> dict[str, dict[str, int]]:
 
 @settings(max_examples=150, deadline=None)
 @given(nodes(), pods(), st.integers(0, 3))
-def test_no_node_is_ever_over_committed(node_views: list[NodeView], pod_views: list[PodView], seed: int) -> None:
+def test_no_node_is_ever_over_committed(
+    node_views: list[NodeView], pod_views: list[PodView], seed: int
+) -> None:
     snapshot = Snapshot(node_views)
     runner = ProfileRunner(PROFILE, seed)
     for pod in pod_views:
@@ -101,7 +103,9 @@ def test_the_same_snapshot_and_seed_give_the_same_placements(
 
 @settings(max_examples=150, deadline=None)
 @given(nodes(), pods())
-def test_failure_reasons_account_for_every_node(node_views: list[NodeView], pod_views: list[PodView]) -> None:
+def test_failure_reasons_account_for_every_node(
+    node_views: list[NodeView], pod_views: list[PodView]
+) -> None:
     snapshot = Snapshot(node_views)
     runner = ProfileRunner(PROFILE, 0)
     for pod in pod_views:
