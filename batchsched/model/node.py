@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from batchsched.model.affinity import Taint
 from batchsched.model.errors import InvalidObject
 from batchsched.model.fields import FieldError, as_bool, as_int, as_list, as_map, as_str, str_map
+from batchsched.model.pod import normalized_image
 from batchsched.model.pod_spec import TAINT_EFFECTS
 from batchsched.model.quantity import QuantityError
 from batchsched.model.resources import Resources
@@ -70,5 +71,6 @@ def _images(value: object) -> dict[str, int]:
         item = as_map(raw, f"status.images[{i}]")
         size = as_int(item.get("sizeBytes"), f"status.images[{i}].sizeBytes")
         for n in as_list(item.get("names"), f"status.images[{i}].names"):
-            sizes[as_str(n, f"status.images[{i}].names")] = size
+            # Normalized like pod images ("x" means "x:latest") so lookups are one dict get.
+            sizes[normalized_image(as_str(n, f"status.images[{i}].names"))] = size
     return sizes

@@ -183,14 +183,12 @@ def _container_facts(
             declared = _declared_requests(container, field)
             req = Resources.parse(declared, f"{field}.resources.requests")
             nz = _non_zero(req, declared)
+            if container.get("image"):
+                images.append(normalized_image(as_str(container.get("image"), f"{field}.image")))
             if kind == "containers":
                 app.append(req)
                 app_nz.append(nz)
                 ports.extend(_host_ports(container, field))
-                if container.get("image"):
-                    images.append(
-                        normalized_image(as_str(container.get("image"), f"{field}.image"))
-                    )
             else:
                 sidecar = container.get("restartPolicy") == "Always"
                 init.append((req, sidecar))

@@ -11,18 +11,17 @@ from batchsched.framework.cycle_state import CycleState, StateKey
 from batchsched.framework.interfaces import MAX_NODE_SCORE
 from batchsched.framework.registry import NoArgs
 from batchsched.framework.status import OK, SKIP, Status
-from batchsched.model.pod import PodView, normalized_image
+from batchsched.model.pod import PodView
 from batchsched.snapshot import NodeInfo, Snapshot
 
 MB: Final = 1024 * 1024
 MIN_THRESHOLD: Final = 23 * MB
 MAX_CONTAINER_THRESHOLD: Final = 1000 * MB
-_LATEST: Final = ":latest"
 
 
 @dataclass(frozen=True, slots=True)
 class _Image:
-    names: tuple[str, ...]  # the names a node may list this image under
+    name: str  # normalized, as pods' and nodes' image names both are
     spread: float  # share of all nodes that hold it
 
 
@@ -33,16 +32,6 @@ class _PodImages:
 
 
 _IMAGES: Final[StateKey[_PodImages]] = StateKey("ImageLocality/images")
-
-
-def node_names_for(image: str) -> tuple[str, ...]:
-    """Names a node may report for the normalized pod image `image`: itself, and the bare name
-    when its tag is the implied `latest` (nodes' names are normalized the same way as pods')."""
-    if image.endswith(_LATEST):
-        bare = image[: -len(_LATEST)]
-        if normalized_image(bare) == image:
-            return (image, bare)
-    return (image,)
 
 
 def priority(total_size: int, max_threshold: int) -> int:
@@ -64,12 +53,9 @@ class ImageLocality:
         counts = snapshot.image_node_counts
         found = []
         for image in pod.images:
-            names = node_names_for(image)
-            # Counts are per raw name. A node may list an image under both names, so summing
-            # would count it twice; the larger count is exact when nodes name images one way.
-            holders = max(counts.get(n, 0) for n in names)
+            holders = counts.get(image, 0)
             if holders:
-                found.append(_Image(names, holders / total))
+                found.append(_Image(image, holders / total))
         if not found:
             return SKIP  # no node holds any of the images: every node scores 0
         state.write(_IMAGES, _PodImages(tuple(found), MAX_CONTAINER_THRESHOLD * len(pod.images)))
@@ -82,9 +68,7 @@ class ImageLocality:
         wanted = state.read(_IMAGES)
         total = 0
         for image in wanted.images:
-            for name in image.names:
-                size = sizes.get(name)
-                if size is not None:
-                    total += int(size * image.spread)
-                    break
+            size = sizes.get(image.name)
+            if size is not None:
+                total += int(size * image.spread)
         return priority(total, wanted.max_threshold)

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from batchsched.framework.cycle_state import CycleState, StateKey
 from batchsched.framework.interfaces import MAX_NODE_SCORE, PreFilterResult
+from batchsched.framework.normalize import min_max_normalize
 from batchsched.framework.registry import PluginArgs
 from batchsched.framework.status import OK, SKIP, Status, unresolvable, unschedulable
 from batchsched.model.pod import PodView
@@ -26,7 +27,6 @@ from batchsched.plugins.inter_pod_affinity_filter import (
 from batchsched.plugins.inter_pod_affinity_score import (
     TopologyScores,
     has_preferred_terms,
-    normalized,
     topology_scores,
 )
 from batchsched.snapshot import NodeInfo, Snapshot
@@ -122,4 +122,4 @@ class InterPodAffinity:
     def normalize_scores(
         self, state: CycleState, pod: PodView, nodes: Sequence[NodeInfo], scores: list[int]
     ) -> None:
-        normalized(scores, MAX_NODE_SCORE)
+        min_max_normalize(scores, MAX_NODE_SCORE)

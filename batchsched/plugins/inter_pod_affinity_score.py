@@ -112,14 +112,3 @@ def topology_scores(pod: PodView, snapshot: Snapshot, hard_weight: int) -> Topol
             if existing.pod_affinity is not None or existing.pod_anti_affinity is not None:
                 _score_their_terms(scores, pod, existing, node_labels, ns_labels, hard_weight)
     return scores
-
-
-def normalized(scores: list[int], max_score: int) -> None:
-    """Rescale in place to 0..max_score by (score - min) / (max - min); all equal gives 0."""
-    if not scores:
-        return
-    low, high = min(scores), max(scores)
-    spread = high - low
-    for i, score in enumerate(scores):
-        # Float arithmetic truncated toward zero, as kube-scheduler computes it.
-        scores[i] = int(max_score * ((score - low) / spread)) if spread > 0 else 0

@@ -11,6 +11,7 @@ from pydantic import field_validator
 
 from batchsched.framework.cycle_state import CycleState, StateKey
 from batchsched.framework.interfaces import MAX_NODE_SCORE, PreFilterResult
+from batchsched.framework.normalize import default_normalize_score
 from batchsched.framework.registry import PluginArgs
 from batchsched.framework.status import OK, SKIP, Status, unresolvable
 from batchsched.model.affinity import PreferredTerm
@@ -47,20 +48,6 @@ class _Required:
 
 _REQUIRED: Final[StateKey[_Required]] = StateKey("NodeAffinity/required")
 _PREFERRED: Final[StateKey[tuple[PreferredTerm, ...]]] = StateKey("NodeAffinity/preferred")
-
-
-def default_normalize_score(scores: list[int], max_priority: int, reverse: bool) -> None:
-    """kube-scheduler's DefaultNormalizeScore: scale to 0..max_priority by the highest score,
-    optionally reversed (lower raw score is better); all zeros stay 0, or become max if reversed.
-    """
-    highest = max(scores, default=0)
-    if highest == 0:
-        if reverse:
-            scores[:] = [max_priority] * len(scores)
-        return
-    for i, value in enumerate(scores):
-        scaled = max_priority * value // highest
-        scores[i] = max_priority - scaled if reverse else scaled
 
 
 def _required_of(pod: PodView) -> _Required:
@@ -155,4 +142,3 @@ class NodeAffinity:
         self, state: CycleState, pod: PodView, nodes: Sequence[NodeInfo], scores: list[int]
     ) -> None:
         default_normalize_score(scores, MAX_NODE_SCORE, reverse=False)
-

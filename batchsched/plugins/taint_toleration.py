@@ -8,11 +8,11 @@ from typing import ClassVar, Final
 
 from batchsched.framework.cycle_state import CycleState, StateKey
 from batchsched.framework.interfaces import MAX_NODE_SCORE
+from batchsched.framework.normalize import default_normalize_score
 from batchsched.framework.registry import NoArgs
 from batchsched.framework.status import OK, SKIP, Status, unresolvable
 from batchsched.model.affinity import Taint, Toleration
 from batchsched.model.pod import PodView
-from batchsched.plugins.node_affinity import default_normalize_score
 from batchsched.snapshot import NodeInfo, Snapshot
 
 PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"

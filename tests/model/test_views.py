@@ -152,3 +152,31 @@ def test_creation_time_accepts_strings_and_yaml_datetimes() -> None:
     b_obj = make_pod("b").obj()
     b_obj["metadata"]["creationTimestamp"] = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     assert a.creation_time == parse_pod(b_obj).creation_time > 0
+
+
+@pytest.mark.parametrize(
+    ("image", "normalized"),
+    [
+        ("busybox", "busybox:latest"),
+        ("busybox:1.36", "busybox:1.36"),
+        ("reg:5000/busybox", "reg:5000/busybox:latest"),
+        ("busybox@sha256:abc", "busybox@sha256:abc"),
+    ],
+    ids=[
+        "a bare name means the latest tag",
+        "an explicit tag is kept",
+        "a registry port is not mistaken for a tag",
+        "a digest is kept",
+    ],
+)
+def test_image_names_are_normalized_the_same_way_on_pods_and_nodes(
+    image: str, normalized: str
+) -> None:
+    from batchsched.model.pod import normalized_image
+
+    assert normalized_image(image) == normalized
+    node = make_node("n").image([image], 10).view()
+    assert dict(node.image_sizes) == {normalized: 10}
+    init = make_pod("p").obj()
+    init["spec"]["initContainers"] = [{"name": "i", "image": image}]
+    assert normalized in parse_pod(init).images

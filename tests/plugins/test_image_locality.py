@@ -6,30 +6,11 @@ from batchsched.framework.cycle_state import CycleState
 from batchsched.framework.profile import Profile, WeightedScorer
 from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.status import OK, SKIP
-from batchsched.plugins.image_locality import ImageLocality, node_names_for
+from batchsched.plugins.image_locality import ImageLocality
 from batchsched.plugins.priority_sort import PrioritySort
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, snapshot_of
 
 MB = 1024 * 1024
-
-
-@pytest.mark.parametrize(
-    ("image", "names"),
-    [
-        ("busybox:latest", ("busybox:latest", "busybox")),
-        ("busybox:1.36", ("busybox:1.36",)),
-        ("reg:5000/busybox:latest", ("reg:5000/busybox:latest", "reg:5000/busybox")),
-        ("busybox@sha256:abc", ("busybox@sha256:abc",)),
-    ],
-    ids=[
-        "the latest tag may be implied on the node",
-        "an explicit tag is matched only as written",
-        "a registry port is not mistaken for a tag",
-        "a digest is matched only as written",
-    ],
-)
-def test_node_names_for(image: str, names: tuple[str, ...]) -> None:
-    assert node_names_for(image) == names
 
 
 def _scores(pod: PodBuilder, nodes: list[NodeBuilder]) -> list[int] | None:

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.normalize import min_max_normalize as normalized
 from batchsched.framework.profile import Profile, WeightedScorer
 from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.status import OK, SKIP, Code
@@ -18,7 +19,6 @@ from batchsched.plugins.inter_pod_affinity import (
     InterPodAffinity,
     InterPodAffinityArgs,
 )
-from batchsched.plugins.inter_pod_affinity_score import normalized
 from batchsched.plugins.priority_sort import PrioritySort
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, snapshot_of
 
