@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Final, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 from pydantic.alias_generators import to_camel, to_snake
 from pydantic_core import ErrorDetails
 
@@ -110,7 +110,11 @@ def _describe(
     if detail["type"] == "missing":
         return "required field is missing"
     message = detail["msg"].removeprefix("Value error, ")
-    return f"{message[:1].lower()}{message[1:]}, got {quote(detail.get('input'))}"
+    message = f"{message[:1].lower()}{message[1:]}"
+    value = detail.get("input")
+    if isinstance(value, (dict, list)):  # a whole mapping or list: its path says enough
+        return message
+    return f"{message}, got {quote(value)}"
 
 
 def _unknown_field(name: str, model: type[BaseModel] | None, parent: tuple[int | str, ...]) -> str:
@@ -153,6 +157,14 @@ class Document(BaseModel):
     """Strict as kube's decoder: exact camelCase keys, no coercion, unknown keys rejected."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, alias_generator=to_camel)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_unset(cls, data: object) -> object:
+        # Go's decoder reads `key: null` (or a bare `key:`) as "not given"; so do we.
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
 
 
 class PluginRef(Document):
@@ -263,8 +275,7 @@ class PluginResolver:
         weights = dict(self._default_weights)
         # An explicit score entry without a weight falls back to the user's multiPoint weight.
         weights.update((p.name, p.weight) for p in plugins.at(MULTI_POINT).enabled if p.weight)
-        plan = {point: _weighted(point, plugins, weights) for point, plugins in lists.items()}
-        plan = {point: plugins for point, plugins in plan.items() if plugins}
+        plan = {point: _weighted(point, got, weights) for point, got in lists.items() if got}
         self._check_required(plan, path)
         return plan
 

@@ -315,13 +315,19 @@ def config_from_mapping(
 
 def _read_source(source: str | Path) -> tuple[str, str]:
     """(text, file name or "") — a one-line string naming an existing file is a path."""
-    is_path = isinstance(source, Path) or ("\n" not in source and Path(source).is_file())
-    if not is_path:
+    if not isinstance(source, Path) and not _names_a_file(source):
         return str(source), ""
     try:
         return Path(source).read_text(encoding="utf-8"), str(source)
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError([Issue("", f"cannot read the file: {err}")], str(source)) from err
+
+
+def _names_a_file(text: str) -> bool:
+    try:
+        return "\n" not in text and Path(text).is_file()
+    except (OSError, ValueError):  # too long for a file name, or a NUL byte in it
+        return False
 
 
 class _StrictLoader(yaml.SafeLoader):
