@@ -58,7 +58,7 @@ require_binaries() {
   binaries_present || die "binaries for $K8S_VERSION missing in $BIN_DIR; run: scripts/control-plane.sh install"
 }
 
-port_free() { # port -> 0 if nothing can be bound... i.e. free on 127.0.0.1
+port_free() { # port -> exit 0 if it can be bound on 127.0.0.1
   "$PYTHON" - "$1" <<'PY'
 import socket, sys
 s = socket.socket()
@@ -208,7 +208,7 @@ build_k8s() {
   done
   local ldflags="-s -w$x"
   log "k8s: building ${missing[*]} from k8s.io/kubernetes $K8S_VERSION with $("$GO" version | awk '{print $3}')"
-  log "k8s: this takes a long time on few cores (tens of minutes on 2); log: $buildlog"
+  log "k8s: this takes a while (about 4-5 min on 2 cores from scratch); log: $buildlog"
   : > "$buildlog"
   local n=0 t0 pid elapsed
   for b in "${missing[@]}"; do
@@ -478,8 +478,7 @@ cmd_scheduler_up() {
   elif ((SCHEDULER_PORT != 0)); then
     port_free "$SCHEDULER_PORT" || die "kube-scheduler port $SCHEDULER_PORT is already in use"
   fi
-  local kc="$STATE/admin.kubeconfig" qps=(
-  ) extra=()
+  local kc="$STATE/admin.kubeconfig" qps=() extra=()
   # QPS/burst 5000: flags where this version still has them, else a config file.
   local help
   help="$("$BIN_DIR/kube-scheduler" --help 2>&1 || true)"
@@ -529,6 +528,7 @@ cmd_env() {
   printf 'export KUBECONFIG=%q\n' "$STATE/admin.kubeconfig"
   printf 'export BATCHSCHED_APISERVER_URL=%q\n' "https://$HOST:$APISERVER_PORT"
   printf 'export BATCHSCHED_K8S_BIN=%q\n' "$BIN_DIR"
+  # shellcheck disable=SC2016  # $PATH is expanded by the caller's eval
   printf 'export PATH=%q:"$PATH"\n' "$BIN_DIR"
 }
 
