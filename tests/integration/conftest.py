@@ -69,5 +69,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         r for r in terminalreporter.stats.get("skipped", []) if "tests/integration/" in r.nodeid
     ]
     terminalreporter.write_line(
-        f"integration tests against the real API server: {len(passed)} passed, {len(skipped)} skipped"
+        "integration tests against the real API server: "
+        f"{len(passed)} passed, {len(skipped)} skipped"
     )

@@ -1,0 +1,1 @@
+"""The asyncio runtime: scheduling queue, loops, binding, leader election, HTTP endpoints."""
