@@ -126,6 +126,8 @@ class Snapshot:
         self.has_prefer_no_schedule_taints = any(
             t.effect == "PreferNoSchedule" for info in self.nodes for t in info.node.taints
         )
+        # How many nodes carry such a taint, so node events can keep the flag above up to date.
+        self._prefer_no_schedule_nodes = sum(_has_prefer_no_schedule(i.node) for i in self.nodes)
         self.pods_with_affinity = 0
         self.pods_with_required_anti_affinity = 0
         self._log: list[tuple[int, PodView, NodeInfo]] = []
@@ -163,6 +165,55 @@ class Snapshot:
         if self._trial_marks:
             self._log.append((_REMOVE, placed, info))
 
+    def add_node(self, node: NodeView) -> NodeInfo:
+        """Append a node to the order (the cache's watch events; never inside a cycle)."""
+        if node.name in self._by_name:
+            raise ValueError(f"node {node.name} is already in the snapshot")
+        info = NodeInfo(node)
+        self.nodes.append(info)
+        self._by_name[node.name] = info
+        self._index_node(node, 1)
+        return info
+
+    def update_node(self, node: NodeView) -> NodeInfo:
+        """Swap in a newer version of a known node, keeping the pods counted on it."""
+        info = self._by_name[node.name]
+        self._index_node(info.node, -1)
+        info.node = node
+        alloc = node.allocatable
+        info.alloc_milli_cpu = alloc.milli_cpu
+        info.alloc_memory = alloc.memory
+        info.alloc_ephemeral = alloc.ephemeral_storage
+        info.alloc_pods = alloc.pods
+        info.alloc_scalar = alloc.scalar
+        self._index_node(node, 1)
+        return info
+
+    def remove_node(self, node_name: str) -> list[PodView]:
+        """Drop a node; returns the pods that were counted on it, now counted nowhere."""
+        if self._trial_marks:
+            # The undo log holds NodeInfo references a rollback would resurrect.
+            raise RuntimeError("nodes cannot be removed while a trial is open")
+        info = self._by_name.pop(node_name)
+        self.nodes.remove(info)
+        pods = list(info.pods.values())
+        for pod in pods:
+            self._unplace(pod, info)
+        self._index_node(info.node, -1)
+        return pods
+
+    def _index_node(self, node: NodeView, sign: int) -> None:
+        counts = self.image_node_counts
+        for image in node.image_sizes:
+            left = counts.get(image, 0) + sign
+            if left:
+                counts[image] = left
+            else:
+                counts.pop(image, None)
+        if _has_prefer_no_schedule(node):
+            self._prefer_no_schedule_nodes += sign
+            self.has_prefer_no_schedule_taints = self._prefer_no_schedule_nodes > 0
+
     def begin_trial(self) -> Trial:
         self._trial_marks.append(len(self._log))
         return Trial(self, len(self._trial_marks))
@@ -198,6 +249,10 @@ class Snapshot:
                     self._place(pod, info)
         elif not self._trial_marks:
             del self._log[mark:]
+
+
+def _has_prefer_no_schedule(node: NodeView) -> bool:
+    return any(t.effect == "PreferNoSchedule" for t in node.taints)
 
 
 class Trial:

@@ -1,6 +1,6 @@
 """Scheduler configuration: KubeSchedulerConfiguration YAML to validated, resolved profiles."""
 
-from batchsched.config.merge import ConfigError, Issue
+from batchsched.config.errors import ConfigError, Issue
 from batchsched.config.scheduler_config import (
     ProfileConfig,
     SchedulerConfig,

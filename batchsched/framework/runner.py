@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 
-from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.cycle_state import CycleState, MissingState
 from batchsched.framework.failure import FitError
 from batchsched.framework.interfaces import MAX_NODE_SCORE, MIN_NODE_SCORE
 from batchsched.framework.profile import Profile
@@ -90,6 +90,17 @@ class ProfileRunner:
     ) -> ScheduleResult:
         """PreFilter, Filter, (PostFilter), PreScore, Score and host selection; no side effects."""
         state = state if state is not None else CycleState()
+        try:
+            return self._find_node(pod, snapshot, state)
+        except MissingState as err:
+            # A plugin enabled at Filter/Score whose PreFilter/PreScore the config disabled.
+            message = (
+                f"plugin state {err.args[0]!r} missing: a plugin runs at Filter or Score while "
+                "its PreFilter or PreScore is disabled in the profile"
+            )
+            return ScheduleResult(pod, error(message), state=state)
+
+    def _find_node(self, pod: PodView, snapshot: Snapshot, state: CycleState) -> ScheduleResult:
         total = len(snapshot)
         if total == 0:
             return ScheduleResult(

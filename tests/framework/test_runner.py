@@ -220,3 +220,16 @@ def test_schedule_one_assumes_the_pod_so_the_next_cycle_sees_it() -> None:
 def test_no_nodes_is_unresolvable() -> None:
     result = ProfileRunner(profile()).find_node(make_pod().view(), Snapshot([]))
     assert result.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+def test_a_score_plugin_whose_pre_score_is_disabled_is_an_error_not_a_crash() -> None:
+    from batchsched.plugins.node_resources_fit import NodeResourcesFit
+
+    fit = NodeResourcesFit()
+    # PreFilter on, PreScore off: Score finds no state.
+    runner = ProfileRunner(
+        profile(pre_filter=(fit,), filter=(fit,), score=(WeightedScorer(fit, 1, None),))
+    )
+    result = runner.find_node(make_pod().cpu("1").view(), nodes(2))
+    assert result.node_name is None and result.status.code is Code.ERROR
+    assert "PreFilter or PreScore is disabled" in result.message()

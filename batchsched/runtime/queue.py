@@ -1,0 +1,322 @@
+"""kube-scheduler's scheduling queue: an active heap, a backoff heap and an unschedulable pool.
+
+- active: pods ready to be tried, in the profile's QueueSort order (insertion order on ties);
+- backoff: pods that failed recently, each waiting initial * 2^(attempts-1) seconds (capped)
+  from its last failure before it is tried again;
+- unschedulable: pods no node fitted. A cluster event that may help (`move_all`) sends them to
+  backoff or active, and so does sitting there longer than `unschedulable_timeout`, in case the
+  event that would have helped was never seen.
+
+A popped pod is in flight until `done`: it is in none of the three. If a cluster event arrived
+after its cycle started, the "no node fits" it is about to report may be stale, so it goes to
+backoff instead of the pool (kube's moveRequestCycle guard).
+
+Call `requeue_*` before `done` for a pod whose cycle failed: `done` forgets whether the pod
+was deleted while in flight, and a requeue of a deleted pod must be dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from batchsched.clock import Clock
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.model.pod import PodView
+
+log = logging.getLogger(__name__)
+
+ACTIVE: Final = "active"
+BACKOFF: Final = "backoff"
+UNSCHEDULABLE: Final = "unschedulable"
+
+Less = Callable[[QueuedPod, QueuedPod], bool]
+
+# Everything but the pod's status can make a difference to where it fits.
+_SPEC_FIELDS: Final = tuple(f.name for f in dataclasses.fields(PodView) if f.name != "phase")
+
+
+def spec_changed(old: PodView, new: PodView) -> bool:
+    """True when `new` differs from `old` in anything but status (phase)."""
+    return any(getattr(old, name) != getattr(new, name) for name in _SPEC_FIELDS)
+
+
+class _Ranked:
+    """An active heap entry: QueueSort order first, insertion order on ties."""
+
+    __slots__ = ("less", "qp", "seq")
+
+    def __init__(self, qp: QueuedPod, seq: int, less: Less) -> None:
+        self.qp = qp
+        self.seq = seq
+        self.less = less
+
+    def __lt__(self, other: _Ranked) -> bool:
+        if self.less(self.qp, other.qp):
+            return True
+        if self.less(other.qp, self.qp):
+            return False
+        return self.seq < other.seq
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class _Timed:
+    """A backoff entry (`at` = when backoff ends) or a pool entry (`at` = when it was parked)."""
+
+    qp: QueuedPod
+    at: float
+
+
+@dataclasses.dataclass(slots=True)
+class _Flight:
+    pod: PodView  # the version being scheduled
+    updated: PodView | None = None  # the newest version seen while in flight
+    changed: bool = False  # its spec differs from `pod`: the cycle's failure may be stale
+    deleted: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Landed:
+    """A pod back from flight: the version to requeue, and whether it changed meanwhile."""
+
+    qp: QueuedPod
+    changed: bool
+
+
+class SchedulingQueue:
+    """Pending pods of one scheduler, in the order they should be tried."""
+
+    def __init__(
+        self,
+        less: Less,
+        clock: Clock,
+        *,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        unschedulable_timeout: float = 300.0,
+    ) -> None:
+        self._less = less
+        self._clock = clock
+        self._initial_backoff = initial_backoff
+        self._max_backoff = max_backoff
+        self._unschedulable_timeout = unschedulable_timeout
+        # Heaps delete lazily: an entry counts only while its uid's dict still maps to it.
+        self._active: dict[str, _Ranked] = {}
+        self._active_heap: list[_Ranked] = []
+        self._backoff: dict[str, _Timed] = {}
+        self._backoff_heap: list[tuple[float, int, _Timed]] = []
+        # Parked in order of parking; the clock is monotonic, so oldest first.
+        self._unschedulable: dict[str, _Timed] = {}
+        self._in_flight: dict[str, _Flight] = {}
+        self._seq = 0
+        self._cycle = 0
+        self._move_request_cycle = -1
+        self._ready = asyncio.Event()
+
+    # Informer events for pending pods
+
+    def add(self, pod: PodView) -> None:
+        current = self._queued(pod.uid)
+        if current is not None or pod.uid in self._in_flight:
+            self.update(current.pod if current is not None else pod, pod)
+            return
+        self._push_active(QueuedPod(pod, self._clock.now(), 0))
+        self._ready.set()
+
+    def update(self, old: PodView, new: PodView) -> None:
+        uid = new.uid
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.changed = flight.changed or spec_changed(flight.updated or flight.pod, new)
+            flight.updated = new
+        elif uid in self._active:
+            ranked = self._active[uid]
+            self._push_active(dataclasses.replace(ranked.qp, pod=new), ranked.seq)
+        elif uid in self._backoff:
+            timed = self._backoff[uid]
+            self._push_backoff(dataclasses.replace(timed.qp, pod=new), timed.at)
+        elif uid in self._unschedulable:
+            parked = self._unschedulable[uid]
+            qp = dataclasses.replace(parked.qp, pod=new)
+            if spec_changed(parked.qp.pod, new):
+                del self._unschedulable[uid]
+                self._move(qp)
+                self._ready.set()
+            else:
+                self._unschedulable[uid] = _Timed(qp, parked.at)  # keeps its place in line
+        else:
+            self.add(new)
+
+    def delete(self, pod: PodView) -> None:
+        uid = pod.uid
+        self._active.pop(uid, None)
+        self._backoff.pop(uid, None)
+        self._unschedulable.pop(uid, None)
+        flight = self._in_flight.get(uid)
+        if flight is not None:
+            flight.deleted = True
+
+    def was_deleted(self, uid: str) -> bool:
+        """Whether the pod was deleted since it was popped: its binding should be skipped."""
+        flight = self._in_flight.get(uid)
+        return flight is not None and flight.deleted
+
+    # The scheduling loop
+
+    def pop_ready(self) -> QueuedPod | None:
+        """The next pod to try, or None; never waits. Counts a scheduling cycle."""
+        self.flush()
+        heap = self._active_heap
+        while heap:
+            ranked = heapq.heappop(heap)
+            uid = ranked.qp.pod.uid
+            if self._active.get(uid) is not ranked:
+                continue
+            del self._active[uid]
+            self._cycle += 1
+            self._in_flight[uid] = _Flight(ranked.qp.pod)
+            return dataclasses.replace(ranked.qp, attempts=ranked.qp.attempts + 1)
+        return None
+
+    async def pop(self) -> QueuedPod:
+        """Wait for the next pod to try: woken by add/move, or timed to the next expiry."""
+        loop = asyncio.get_running_loop()
+        while True:
+            qp = self.pop_ready()
+            if qp is not None:
+                return qp
+            self._ready.clear()
+            wake_at = self._next_expiry()
+            timer = None
+            if wake_at is not None:
+                delay = max(0.0, wake_at - self._clock.now())
+                timer = loop.call_later(delay, self._ready.set)
+            try:
+                await self._ready.wait()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def done(self, uid: str) -> None:
+        self._in_flight.pop(uid, None)
+
+    def requeue_unschedulable(self, qp: QueuedPod, cycle: int) -> None:
+        """No node fitted in `cycle`: park the pod until a cluster event may help."""
+        landed = self._land(qp)
+        if landed is None:
+            return
+        now = self._clock.now()
+        if self._move_request_cycle >= cycle or landed.changed:
+            self._push_backoff(landed.qp, now + self.backoff_duration(qp.attempts))
+        else:
+            self._unschedulable[qp.pod.uid] = _Timed(landed.qp, now)
+        self._ready.set()
+
+    def requeue_backoff(self, qp: QueuedPod) -> None:
+        """The cycle or the binding failed with an error: retry after the pod's backoff."""
+        landed = self._land(qp)
+        if landed is None:
+            return
+        self._push_backoff(landed.qp, self._clock.now() + self.backoff_duration(qp.attempts))
+        self._ready.set()
+
+    def move_all(self, event: str) -> None:
+        """A cluster event that may make parked pods schedulable: send them all back."""
+        self._move_request_cycle = self._cycle
+        if not self._unschedulable:
+            return
+        parked = list(self._unschedulable.values())
+        self._unschedulable.clear()
+        for timed in parked:
+            self._move(timed.qp)
+        log.debug("moved unschedulable pods event=%s count=%d", event, len(parked))
+        self._ready.set()
+
+    def flush(self) -> None:
+        """Move pods whose backoff ended to active, and long-parked pods out of the pool."""
+        now = self._clock.now()
+        heap = self._backoff_heap
+        while heap and heap[0][0] <= now:
+            _, _, timed = heapq.heappop(heap)
+            uid = timed.qp.pod.uid
+            if self._backoff.get(uid) is timed:
+                del self._backoff[uid]
+                self._push_active(timed.qp)
+        stale = []
+        for uid, timed in self._unschedulable.items():
+            if now - timed.at < self._unschedulable_timeout:
+                break
+            stale.append(uid)
+        for uid in stale:
+            self._move(self._unschedulable.pop(uid).qp)
+
+    def scheduling_cycle(self) -> int:
+        return self._cycle
+
+    def counts(self) -> dict[str, int]:
+        return {
+            ACTIVE: len(self._active),
+            BACKOFF: len(self._backoff),
+            UNSCHEDULABLE: len(self._unschedulable),
+        }
+
+    def backoff_duration(self, attempts: int) -> float:
+        # The exponent is capped first so a pod retried for weeks cannot overflow a float.
+        doubling = min(max(attempts - 1, 0), 64)
+        return float(min(self._initial_backoff * 2**doubling, self._max_backoff))
+
+    # Internals
+
+    def _queued(self, uid: str) -> QueuedPod | None:
+        for where in (self._active, self._backoff, self._unschedulable):
+            found = where.get(uid)
+            if found is not None:
+                return found.qp
+        return None
+
+    def _land(self, qp: QueuedPod) -> _Landed | None:
+        """End the pod's flight; None when it must not be requeued (deleted, or queued already)."""
+        uid = qp.pod.uid
+        flight = self._in_flight.pop(uid, None) or _Flight(qp.pod)
+        if flight.deleted or self._queued(uid) is not None:
+            return None
+        pod = flight.updated or qp.pod
+        return _Landed(QueuedPod(pod, self._clock.now(), qp.attempts), flight.changed)
+
+    def _move(self, qp: QueuedPod) -> None:
+        expiry = qp.enqueued_at + self.backoff_duration(qp.attempts)
+        if expiry > self._clock.now():
+            self._push_backoff(qp, expiry)
+        else:
+            self._push_active(qp)
+
+    def _push_active(self, qp: QueuedPod, seq: int | None = None) -> None:
+        if seq is None:
+            seq = self._next_seq()
+        ranked = _Ranked(qp, seq, self._less)
+        self._active[qp.pod.uid] = ranked
+        heapq.heappush(self._active_heap, ranked)
+
+    def _push_backoff(self, qp: QueuedPod, expiry: float) -> None:
+        timed = _Timed(qp, expiry)
+        self._backoff[qp.pod.uid] = timed
+        heapq.heappush(self._backoff_heap, (expiry, self._next_seq(), timed))
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _next_expiry(self) -> float | None:
+        """When the next backoff ends or the oldest parked pod times out, whichever is first."""
+        heap = self._backoff_heap
+        while heap and self._backoff.get(heap[0][2].qp.pod.uid) is not heap[0][2]:
+            heapq.heappop(heap)
+        times = [heap[0][0]] if heap else []
+        oldest = next(iter(self._unschedulable.values()), None)
+        if oldest is not None:
+            times.append(oldest.at + self._unschedulable_timeout)
+        return min(times, default=None)
