@@ -15,6 +15,11 @@ class Code(IntEnum):
     WAIT = 4
     SKIP = 5
 
+    @property
+    def kube_name(self) -> str:
+        """The spelling kube-scheduler uses in metric labels: "Success", "Unschedulable", ..."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
 
 @dataclass(frozen=True, slots=True)
 class Status:
