@@ -1,17 +1,18 @@
-"""`python -m batchsched.bench core --nodes 5000 --pods 10000`."""
+"""`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from batchsched.bench import core
+from batchsched.bench import core, parse
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m batchsched.bench")
     commands = parser.add_subparsers(dest="command", required=True)
     core.add_parser(commands)
+    parse.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
 

@@ -1,0 +1,299 @@
+"""Writes the scheduler's decisions back: Binding, PodScheduled condition, nominated node, Events.
+
+Only `bind` raises (its caller must forget the assumed pod and retry); status and Event writes
+are best effort, logged and never raised into the scheduling loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import socket
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Final, TypeVar
+
+from kubernetes_asyncio.client import ApiClient
+
+from batchsched.clock import Clock, SystemClock
+from batchsched.kube.client import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    ApiUnavailable,
+    request_json,
+)
+from batchsched.model.pod import PodView
+
+__all__ = ["BindError", "EventRecorder", "KubeBinder", "PodStatusWriter", "micro_time"]
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+REPORTING_CONTROLLER: Final = "gpu-scheduler"
+EVENT_SERIES_WINDOW_S: Final = 600.0
+# Bounded memories: a busy cluster must not grow them without end.
+MAX_REMEMBERED: Final = 10_000
+# The API server's limits on Event fields (events.k8s.io/v1 validation).
+_NOTE_MAX_BYTES: Final = 1024
+_SHORT_FIELD_MAX: Final = 128
+_NAME_MAX: Final = 253
+
+
+class BindError(Exception):
+    """A failed Binding; `reason` is snake_case (conflict, not_found, unavailable, ...)."""
+
+    def __init__(self, reason: str, status: int, message: str = "") -> None:
+        self.reason = reason
+        self.status = status
+        self.message = message
+        super().__init__(f"{reason} ({status}): {message}" if message else f"{reason} ({status})")
+
+
+def _snake(reason: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", reason).lower()
+
+
+def micro_time(epoch_seconds: float) -> str:
+    """RFC 3339 with microseconds, the API's MicroTime format."""
+    moment = datetime.fromtimestamp(epoch_seconds, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+class KubeBinder:
+    """Satisfies `batchsched.plugins.default_binder.BindingClient`."""
+
+    def __init__(self, api: ApiClient, *, timeout: float = 30.0) -> None:
+        self._api = api
+        self._timeout = timeout
+
+    async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            # The uid makes the server refuse to bind a same-named pod created since.
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        path = f"{_pod_path(namespace, name)}/binding"
+        try:
+            await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
+        except ApiError as err:
+            raise BindError(_snake(err.reason), err.status, err.message) from err
+        except ApiUnavailable as err:
+            raise BindError("unavailable", 0, str(err)) from err
+
+
+class PodStatusWriter:
+    """PodScheduled=False/Unschedulable and nominatedNodeName, written only when they change.
+
+    What we last wrote is remembered per pod uid: only this scheduler writes these fields of
+    its pending pods, so a repeat write would change nothing but the API server's load.
+    """
+
+    def __init__(
+        self, api: ApiClient, *, clock: Clock | None = None, timeout: float = 30.0
+    ) -> None:
+        self._api = api
+        self._clock: Clock = clock or SystemClock()
+        self._timeout = timeout
+        self._conditions: OrderedDict[str, str] = OrderedDict()
+        self._nominated: OrderedDict[str, str | None] = OrderedDict()
+
+    async def mark_unschedulable(self, pod: PodView, message: str) -> None:
+        previous = self._conditions.get(pod.uid)
+        if previous == message:
+            return
+        condition: dict[str, object] = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+        }
+        if previous is None:
+            # The status flips (or we cannot know it didn't): a new transition time. When only
+            # the message changes, the server keeps the one it has.
+            condition["lastTransitionTime"] = rfc3339(self._clock.wall())
+        # Strategic merge keys conditions by type: the pod's other conditions are untouched.
+        if await self._patch_status(pod, {"conditions": [condition]}, "mark_unschedulable"):
+            _remember(self._conditions, pod.uid, message)
+
+    async def set_nominated_node(self, pod: PodView, node_name: str | None) -> None:
+        if pod.uid in self._nominated and self._nominated[pod.uid] == node_name:
+            return
+        status = {"nominatedNodeName": node_name or None}
+        if await self._patch_status(pod, status, "set_nominated_node"):
+            _remember(self._nominated, pod.uid, node_name)
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone: drop what we remembered about it."""
+        self._conditions.pop(uid, None)
+        self._nominated.pop(uid, None)
+
+    async def _patch_status(self, pod: PodView, status: Mapping[str, object], what: str) -> bool:
+        path = f"{_pod_path(pod.namespace, pod.name)}/status"
+        # The uid is a precondition: a same-named pod created since is refused (422, uid is
+        # immutable) instead of receiving another pod's verdict.
+        patch = {"metadata": {"uid": pod.uid}, "status": status}
+        try:
+            await request_json(
+                self._api,
+                "PATCH",
+                path,
+                body=patch,
+                content_type=STRATEGIC_MERGE_PATCH,
+                timeout=self._timeout,
+            )
+        except (ApiError, ApiUnavailable) as err:
+            gone = isinstance(err, ApiError) and (
+                err.status == 404 or (err.status == 422 and "metadata.uid" in err.message)
+            )
+            log.log(
+                logging.DEBUG if gone else logging.WARNING,
+                "pod status write failed op=%s pod=%s error=%s",
+                what,
+                pod.key,
+                err,
+            )
+            return False
+        return True
+
+
+def _remember(memory: OrderedDict[K, V], key: K, value: V) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > MAX_REMEMBERED:
+        memory.popitem(last=False)
+
+
+@dataclass(slots=True)
+class _Series:
+    namespace: str
+    name: str
+    count: int
+    last_seen: float
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class EventRecorder:
+    """events.k8s.io/v1 Events about pods, deduplicated into series.
+
+    The same (pod, type, reason, action, note) again within `window` seconds of its last
+    occurrence bumps the existing Event's series count instead of creating another object:
+    a pod retried every few seconds must not flood etcd with identical Events.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        clock: Clock | None = None,
+        hostname: str | None = None,
+        window: float = EVENT_SERIES_WINDOW_S,
+        timeout: float = 30.0,
+    ) -> None:
+        self._api = api
+        self._clock: Clock = clock or SystemClock()
+        self._instance = (hostname or socket.gethostname())[:_SHORT_FIELD_MAX]
+        self._window = window
+        self._timeout = timeout
+        self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
+        self._sequence = 0
+
+    async def record(
+        self, regarding: PodView, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        key = (regarding.uid, type_, reason, action, note)
+        now = self._clock.now()
+        series = self._series.get(key)
+        if series is not None and now - series.last_seen <= self._window:
+            series.last_seen = now
+            series.count += 1
+            self._series.move_to_end(key)
+            # Serialized per series: a repeat must not overtake the create it extends.
+            async with series.lock:
+                if await self._patch_series(series):
+                    return
+            # The Event expired or was deleted on the server: start a new one below.
+        series = _Series(regarding.namespace, self._event_name(regarding), 1, now)
+        _remember(self._series, key, series)
+        async with series.lock:
+            await self._create(series, regarding, type_, reason, action, note)
+
+    def _event_name(self, pod: PodView) -> str:
+        # Unique per recorder: the wall time in ns (as kube's recorders name Events) plus a
+        # sequence number, so two Events in the same nanosecond cannot collide.
+        self._sequence += 1
+        suffix = f".{int(self._clock.wall() * 1e9):x}{self._sequence:x}"
+        return pod.name[: _NAME_MAX - len(suffix)] + suffix
+
+    async def _create(
+        self, series: _Series, pod: PodView, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": series.name, "namespace": series.namespace},
+            "eventTime": micro_time(self._clock.wall()),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self._instance,
+            "action": action[:_SHORT_FIELD_MAX],
+            "reason": reason[:_SHORT_FIELD_MAX],
+            "type": type_,
+            "note": _truncate_utf8(note, _NOTE_MAX_BYTES),
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
+        }
+        path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events"
+        try:
+            await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
+        except (ApiError, ApiUnavailable) as err:
+            log.warning("event create failed pod=%s reason=%s error=%s", pod.key, reason, err)
+
+    async def _patch_series(self, series: _Series) -> bool:
+        """False when the Event is gone (404): the caller creates a new one."""
+        patch = {
+            "series": {"count": series.count, "lastObservedTime": micro_time(self._clock.wall())}
+        }
+        path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}"
+        try:
+            await request_json(
+                self._api,
+                "PATCH",
+                path,
+                body=patch,
+                content_type=MERGE_PATCH,
+                timeout=self._timeout,
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            log.warning("event series update failed event=%s error=%s", series.name, err)
+        except ApiUnavailable as err:
+            log.warning("event series update failed event=%s error=%s", series.name, err)
+        return True
+
+
+def _truncate_utf8(text: str, max_bytes: int) -> str:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[:max_bytes].decode("utf-8", "ignore")

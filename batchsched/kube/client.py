@@ -1,0 +1,240 @@
+"""The API client, and the raw-JSON requests every adapter makes through it.
+
+Responses are read as JSON and parsed straight into our lean views: kubernetes_asyncio's
+generated models cost several times the parse itself (`python -m batchsched.bench parse`) and
+its Binding response handling is broken. Library and HTTP failures are translated here, once,
+into `ApiError` (the server answered no) and `ApiUnavailable` (no answer: retry later).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+import aiohttp
+import yaml
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client import ApiClient
+
+__all__ = [
+    "JSON",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "ApiError",
+    "ApiUnavailable",
+    "Backoff",
+    "KubeConfigError",
+    "api_client",
+    "open_stream",
+    "request_json",
+]
+
+log = logging.getLogger(__name__)
+
+JSON: Final = "application/json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
+
+# aiohttp's connector limit: the library default (100) would queue a burst of binds behind
+# each other and behind the long-lived watch connections that each hold one.
+DEFAULT_MAX_CONNECTIONS: Final = 1000
+DEFAULT_TIMEOUT_S: Final = 30.0
+# The generated client names the bearer token (in-cluster, token kubeconfigs) this way.
+_AUTH_SETTINGS: Final = ["BearerToken"]
+_CONFIG_ERRORS: Final = (config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError)
+
+
+class KubeConfigError(RuntimeError):
+    """No usable credentials: the message lists what was tried and why each failed."""
+
+
+class ApiError(Exception):
+    """The API server answered with a failure Status."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{status} {reason}: {message}")
+
+
+class ApiUnavailable(Exception):
+    """No answer (connection refused or reset, timeout, broken stream): worth retrying."""
+
+
+class Backoff:
+    """Exponential reconnect delays with jitter, so replicas don't reconnect in lockstep."""
+
+    def __init__(
+        self,
+        rng: random.Random,
+        initial: float = 0.2,
+        maximum: float = 30.0,
+        jitter: float = 0.5,
+    ) -> None:
+        self._rng = rng
+        self._initial = initial
+        self._maximum = maximum
+        self._jitter = jitter
+        self._failures = 0
+
+    def next_delay(self) -> float:
+        """Between (1 - jitter) and 1 times initial * 2**failures, capped at maximum."""
+        ceiling = min(self._maximum, self._initial * 2.0 ** min(self._failures, 64))
+        self._failures += 1
+        return ceiling * (1.0 - self._jitter * self._rng.random())
+
+    def reset(self) -> None:
+        self._failures = 0
+
+
+async def api_client(
+    kubeconfig: str | None = None, *, max_connections: int = DEFAULT_MAX_CONNECTIONS
+) -> ApiClient:
+    """A client from `kubeconfig`, else $KUBECONFIG, else the in-cluster service account,
+    else ~/.kube/config; `KubeConfigError` when none of them works."""
+    cfg = client.Configuration()
+    # The connector is built from the configuration when ApiClient is created: set it first.
+    cfg.connection_pool_maxsize = max_connections
+    tried: list[str] = []
+    for source in _config_sources(kubeconfig):
+        try:
+            await _load(source, cfg)
+        except _CONFIG_ERRORS as err:
+            tried.append(f"{source}: {err}")
+            continue
+        log.info("kube config source=%s host=%s", source, cfg.host)
+        return ApiClient(cfg)
+    raise KubeConfigError("no usable Kubernetes credentials; tried " + "; ".join(tried))
+
+
+def _config_sources(kubeconfig: str | None) -> list[str]:
+    if kubeconfig:
+        return [kubeconfig]  # asked for explicitly: falling back would hide a typo
+    sources = []
+    if os.environ.get("KUBECONFIG"):
+        sources.append(os.environ["KUBECONFIG"])
+    sources.append("in-cluster")
+    default = Path.home() / ".kube" / "config"
+    if default.exists():
+        sources.append(str(default))
+    return sources
+
+
+async def _load(source: str, cfg: client.Configuration) -> None:
+    if source == "in-cluster":
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        return
+    # $KUBECONFIG may list several files; like kubectl, missing ones are skipped, but the
+    # library would "load" a list of only missing files without complaint.
+    paths = [Path(p).expanduser() for p in source.split(os.pathsep) if p]
+    if not any(p.exists() for p in paths):
+        raise FileNotFoundError(f"no kubeconfig file at {source}")
+    await config.load_kube_config(config_file=source, client_configuration=cfg)
+
+
+async def request_json(
+    api: ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Sequence[tuple[str, str]] = (),
+    body: Mapping[str, object] | None = None,
+    content_type: str = JSON,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, object]:
+    """One request; the decoded JSON body of a 2xx answer, `ApiError` for any other."""
+    headers = {"Accept": JSON, "Content-Type": content_type}
+    try:
+        resp: aiohttp.ClientResponse = await api.call_api(
+            path,
+            method,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=_AUTH_SETTINGS,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(total=timeout),
+        )
+        try:
+            data = await resp.read()
+        finally:
+            resp.release()
+    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        raise ApiUnavailable(f"{method} {path}: {type(err).__name__}: {err}") from err
+    if not 200 <= resp.status < 300:
+        raise status_error(resp.status, data)
+    return _decode_object(resp.status, data)
+
+
+async def open_stream(
+    api: ApiClient,
+    path: str,
+    query: Sequence[tuple[str, str]],
+    timeout: aiohttp.ClientTimeout,
+) -> aiohttp.ClientResponse:
+    """Start a streaming GET (a watch); the caller reads `.content` and releases it."""
+    try:
+        resp: aiohttp.ClientResponse = await api.call_api(
+            path,
+            "GET",
+            query_params=list(query),
+            header_params={"Accept": JSON},
+            auth_settings=_AUTH_SETTINGS,
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        if 200 <= resp.status < 300:
+            return resp
+        try:
+            data = await resp.read()
+        finally:
+            resp.release()
+    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        raise ApiUnavailable(f"GET {path}: {type(err).__name__}: {err}") from err
+    raise status_error(resp.status, data)
+
+
+def status_error(status: int, body: bytes) -> ApiError:
+    """The `ApiError` for a failed answer, from its Status object when it has one."""
+    try:
+        decoded = json.loads(body) if body else {}
+    except ValueError:
+        decoded = {}
+    if not isinstance(decoded, dict):
+        decoded = {}
+    reason = str(decoded.get("reason") or _STATUS_REASONS.get(status, "Unknown"))
+    message = str(decoded.get("message") or body[:200].decode("utf-8", "replace"))
+    return ApiError(status, reason, message)
+
+
+def _decode_object(status: int, data: bytes) -> dict[str, object]:
+    try:
+        decoded = json.loads(data)
+    except ValueError as err:
+        raise ApiError(status, "InvalidResponse", f"answer is not JSON: {err}") from err
+    if not isinstance(decoded, dict):
+        raise ApiError(status, "InvalidResponse", "answer is not a JSON object")
+    return decoded
+
+
+# The Status reason a server would give, for answers that came without a Status body.
+_STATUS_REASONS: Final = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
