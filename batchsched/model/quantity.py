@@ -12,6 +12,7 @@ are parsed into an exact ``Fraction`` (never a float) and rounded the way Quanti
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -138,11 +139,26 @@ def resource_amount(resource_name: str, value: str | int | float, field: str) ->
     Negative amounts are refused here, not later: requests, limits and allocatable cannot be
     negative, and letting one through would silently create free capacity on a node.
     """
+    if isinstance(value, str):
+        # Manifests repeat a few quantity strings ("100m", "1Gi") across thousands of pods:
+        # parse each distinct one once. Errors are rebuilt with this call's field.
+        try:
+            return _cached_amount(resource_name == "cpu", value)
+        except QuantityError as err:
+            raise QuantityError(field, value, err.why) from None
+    return _amount(resource_name == "cpu", value, field)
+
+
+def _amount(is_cpu: bool, value: str | int | float, field: str) -> int:
     exact = parse_quantity(value, field)
     if exact < 0:
         raise QuantityError(field, value, "must not be negative")
-    scale = 1000 if resource_name == "cpu" else 1
-    return _round_away_from_zero(exact * scale)
+    return _round_away_from_zero(exact * 1000 if is_cpu else exact)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_amount(is_cpu: bool, value: str) -> int:
+    return _amount(is_cpu, value, "")
 
 
 def format_amount(resource_name: str, amount: int) -> str:

@@ -136,6 +136,8 @@ def pod_requests(
     steady-state sum. The pod needs the larger of the two phases, plus the runtime overhead.
     ``init_containers`` pairs each init container's requests with whether it is a sidecar.
     """
+    if not init_containers and overhead.is_zero():
+        return containers[0] if len(containers) == 1 else _sum(containers)
     steady = _sum(containers)
     sidecars = Resources()
     init_peak = Resources()
@@ -176,9 +178,18 @@ def _from_amounts(amounts: Mapping[str, int]) -> Resources:
 
 
 def _combine(left: Resources, right: Resources, op: Callable[[int, int], int]) -> Resources:
-    """Apply ``op`` per resource over the union of both vectors' names."""
-    names = dict.fromkeys(_STANDARD + left.names() + right.names())
-    return _from_amounts({name: op(left.get(name), right.get(name)) for name in names})
+    """Apply ``op`` per resource over the union of both vectors' names (field by field: this
+    runs for every container of every pod the informers parse)."""
+    ls, rs = left.scalar, right.scalar
+    return Resources(
+        op(left.milli_cpu, right.milli_cpu),
+        op(left.memory, right.memory),
+        op(left.ephemeral_storage, right.ephemeral_storage),
+        op(left.pods, right.pods),
+        {name: op(ls.get(name, 0), rs.get(name, 0)) for name in ls.keys() | rs.keys()}
+        if ls or rs
+        else {},
+    )
 
 
 def _sum(vectors: Iterable[Resources]) -> Resources:
