@@ -35,7 +35,83 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
     place.add_argument("--seed", type=int, default=0, help="seed for tie-breaking (default 0)")
     place.add_argument("--output", choices=("json", "table"), default="table")
+    run = commands.add_parser(
+        "run",
+        help="schedule pods naming our profiles on a real cluster",
+        description="Watch the API server and schedule pending pods whose schedulerName is one "
+        "of the configured profiles (default: gpu-scheduler).",
+    )
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster)")
+    run.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
+    run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="elect a leader on a Lease before scheduling (default: as the config says, on)",
+    )
+    run.add_argument("--leader-elect-identity", dest="identity", help="lease holder identity")
+    run.add_argument(
+        "--http-address",
+        default="0.0.0.0:10251",
+        help="host:port for /healthz, /readyz and /metrics (port 0 picks a free one)",
+    )
+    run.add_argument("--seed", type=int, default=0, help="seed for tie-breaking")
+    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    run.add_argument("--log-format", default="text", choices=("text", "json"))
     return parser
+
+
+def run_scheduler(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from batchsched.config import ConfigError, default_config, load_config
+    from batchsched.kube.client import KubeConfigError
+    from batchsched.runtime.app import RunOptions, run
+
+    configure_logging(args.log_level, args.log_format)
+    host, _, port = args.http_address.rpartition(":")
+    try:
+        config = load_config(args.config) if args.config else default_config()
+    except ConfigError as err:
+        print(f"batchsched run: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    options = RunOptions(
+        kubeconfig=args.kubeconfig,
+        leader_elect=args.leader_elect,
+        http_host=host or "0.0.0.0",
+        http_port=int(port),
+        seed=args.seed,
+        identity=args.identity,
+    )
+    try:
+        return asyncio.run(run(options, config))
+    except KubeConfigError as err:
+        print(f"batchsched run: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, msg (our messages are key=value)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
 
 
 def run_place(args: argparse.Namespace) -> int:
@@ -78,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "place":
         return run_place(args)
+    if args.command == "run":
+        return run_scheduler(args)
     return EXIT_BAD_INPUT
 
 

@@ -1,0 +1,242 @@
+"""`batchsched run`: wire informers, cache, queue, scheduler, binder, leader election and HTTP.
+
+Every task lives in one TaskGroup. Informers run in every replica, so a standby keeps a warm
+cache and schedules at once after a failover; the scheduling loop runs only while leading.
+Losing the lease ends the process (exit 1), as kube-scheduler does: the Deployment restarts
+it as a standby. SIGTERM stops scheduling, waits for bindings in flight and releases the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kubernetes_asyncio.client import ApiClient
+
+from batchsched.cache import SchedulerCache
+from batchsched.clock import SystemClock
+from batchsched.config import SchedulerConfig
+from batchsched.framework.profile import Profile
+from batchsched.kube.binder import EventRecorder, KubeBinder, PodStatusWriter
+from batchsched.kube.client import api_client
+from batchsched.kube.informer import NODES, PODS, PRIORITY_CLASSES, Informer, ResourceSpec
+from batchsched.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
+from batchsched.metrics import SchedulerMetrics
+from batchsched.model.node import parse_node
+from batchsched.model.pod import parse_pod
+from batchsched.model.priority_class import parse_priority_class
+from batchsched.plugins.default_binder import BindingClient, DefaultBinder
+from batchsched.runtime.handlers import NodeEvents, PodEvents, PriorityClassEvents
+from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.scheduler import Scheduler
+from batchsched.runtime.server import serve
+
+logger = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL_S = 1.0
+SUMMARY_INTERVAL_S = 10.0
+
+
+class Watching(Protocol):
+    """What the app needs of an informer, whatever it parses into."""
+
+    resource: ResourceSpec
+    synced: asyncio.Event
+
+    async def run(self) -> None: ...
+
+    async def wait_synced(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    kubeconfig: str | None = None
+    config: Path | None = None
+    leader_elect: bool | None = None  # None: as the config file says (default on)
+    http_host: str = "0.0.0.0"
+    http_port: int = 10251
+    seed: int = 0
+    identity: str | None = None
+
+
+def attach_binding_client(profiles: Mapping[str, Profile], client: BindingClient) -> None:
+    """DefaultBinder is built by the registry without I/O; give it the real client here."""
+    for profile in profiles.values():
+        for plugin in profile.bind:
+            if isinstance(plugin, DefaultBinder):
+                plugin.client = client
+
+
+class App:
+    def __init__(self, options: RunOptions, config: SchedulerConfig, api: ApiClient) -> None:
+        self.options = options
+        self._stop = asyncio.Event()
+        self.http_port = 0
+        clock = SystemClock()
+        self.metrics = SchedulerMetrics()
+        profiles = config.build_profiles()
+        attach_binding_client(profiles, KubeBinder(api))
+        self.cache = SchedulerCache(clock)
+        self.queue = SchedulingQueue(
+            next(iter(profiles.values())).queue_sort.less,
+            clock,
+            initial_backoff=config.pod_initial_backoff_seconds,
+            max_backoff=config.pod_max_backoff_seconds,
+        )
+        self.scheduler = Scheduler(
+            profiles,
+            self.cache,
+            self.queue,
+            PodStatusWriter(api),
+            EventRecorder(api),
+            self.metrics,
+            clock,
+            seed=options.seed,
+        )
+        self.priority_classes = PriorityClassEvents()
+        nodes = Informer(
+            api,
+            NODES,
+            parse_node,
+            NodeEvents(self.cache, self.queue),
+            key=lambda n: n.name,
+            on_invalid=self._invalid,
+        )
+        pods = Informer(
+            api,
+            PODS,
+            parse_pod,
+            PodEvents(self.cache, self.queue, self.scheduler.admits),
+            key=lambda p: f"{p.namespace}/{p.name}",
+            on_invalid=self._invalid,
+        )
+        classes = Informer(
+            api,
+            PRIORITY_CLASSES,
+            parse_priority_class,
+            self.priority_classes,
+            key=lambda c: c.name,
+            on_invalid=self._invalid,
+        )
+        self.informers: list[Watching] = [nodes, pods, classes]
+        elect = config.leader_election.leader_elect
+        if options.leader_elect is not None:
+            elect = options.leader_elect
+        self.elector: LeaderElector | None = None
+        if elect:
+            settings = LeaderElectionConfig.from_settings(config.leader_election, options.identity)
+            self.elector = LeaderElector(api, settings, clock=clock, metrics=self.metrics)
+
+    def stop(self) -> None:
+        """Stop scheduling, let bindings in flight finish, release the lease (as on SIGTERM)."""
+        self._stop.set()
+
+    def _invalid(self, raw: Mapping[str, object], err: Exception) -> None:
+        kind = str(raw.get("kind") or "unknown")
+        self.metrics.invalid_objects.labels(kind=kind).inc()
+
+    def health(self) -> tuple[bool, str]:
+        return self.elector.healthz() if self.elector is not None else (True, "ok")
+
+    def ready(self) -> dict[str, tuple[bool, str]]:
+        waiting = [i.resource.kind for i in self.informers if not i.synced.is_set()]
+        if waiting:
+            return {"informers-synced": (False, "waiting for " + ", ".join(waiting))}
+        return {"informers-synced": (True, "ok")}
+
+    def leading(self) -> bool:
+        return self.elector.is_leader if self.elector is not None else True
+
+    async def run(self) -> int:
+        """Serve until SIGTERM/SIGINT (exit 0) or lost leadership (exit 1)."""
+        server = await serve(
+            self.options.http_host,
+            self.options.http_port,
+            health=self.health,
+            ready=self.ready,
+            metrics=self.metrics,
+            leader=self.leading,
+        )
+        self.http_port = server.port
+        logger.info("serving http port=%d", server.port)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        try:
+            return await self._run_until(self._stop)
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await server.close()
+
+    async def _run_until(self, stop: asyncio.Event) -> int:
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                children = [tasks.create_task(i.run()) for i in self.informers]
+                children.append(tasks.create_task(self._housekeeping()))
+                work = tasks.create_task(self._lead_and_schedule())
+                stopped = tasks.create_task(stop.wait())
+                await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                logger.info("stopping")
+                for task in (*children, work, stopped):
+                    task.cancel()
+        except* LeadershipLost:
+            logger.error("leader election lost; exiting so a restart rejoins as a standby")
+            lost = True
+        else:
+            lost = False
+        if lost:
+            return 1
+        await self.scheduler.drain()
+        if self.elector is not None:
+            await self.elector.release()
+        return 0
+
+    async def _lead_and_schedule(self) -> None:
+        await asyncio.gather(*(i.wait_synced() for i in self.informers))
+        logger.info("informers synced nodes=%d", len(self.cache.snapshot))
+        if self.elector is None:
+            await self.scheduler.run()
+        else:
+            logger.info("waiting for leadership identity=%s", self.elector.identity)
+            await self.elector.run(self.scheduler.run)
+
+    async def _housekeeping(self) -> None:
+        last_summary = time.monotonic()
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            self.scheduler.expire_assumed()
+            self.metrics.set_pending(self.queue.counts())
+            snapshot = self.cache.snapshot
+            self.metrics.set_cache_size(
+                nodes=len(snapshot),
+                pods=sum(len(info.pods) for info in snapshot.nodes),
+                assumed_pods=self.cache.assumed_count(),
+            )
+            if time.monotonic() - last_summary >= SUMMARY_INTERVAL_S:
+                last_summary = time.monotonic()
+                c = self.scheduler.counts
+                logger.info(
+                    "summary attempts=%d scheduled=%d unschedulable=%d errors=%d bound=%d "
+                    "bind_failures=%d pending=%s",
+                    c.attempts,
+                    c.scheduled,
+                    c.unschedulable,
+                    c.errors,
+                    c.bound,
+                    c.bind_failures,
+                    self.queue.counts(),
+                )
+
+
+async def run(options: RunOptions, config: SchedulerConfig) -> int:
+    """Connect to the API server and run until stopped; the exit code of the process."""
+    api = await api_client(options.kubeconfig)
+    async with api:
+        return await App(options, config, api).run()

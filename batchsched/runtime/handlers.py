@@ -1,0 +1,112 @@
+"""Route watch events into the cache and the queue, as kube-scheduler's event handlers do.
+
+Bound pods (spec.nodeName set, any scheduler) count in the cache; pending pods that name one
+of our profiles wait in the queue; everything else is ignored. Cluster events that could
+make an unschedulable pod fit move the unschedulable pool back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from batchsched.cache import SchedulerCache
+from batchsched.model.node import NodeView
+from batchsched.model.pod import PodView
+from batchsched.model.priority_class import PriorityClassView
+from batchsched.runtime.queue import SchedulingQueue
+
+logger = logging.getLogger(__name__)
+
+
+def _counts(pod: PodView) -> bool:
+    return bool(pod.node_name) and not pod.is_finished
+
+
+class PodEvents:
+    def __init__(
+        self, cache: SchedulerCache, queue: SchedulingQueue, admits: Callable[[PodView], bool]
+    ) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.admits = admits  # ours, and past the profile's PreEnqueue plugins (e.g. gates)
+
+    def _pending_ours(self, pod: PodView) -> bool:
+        return not pod.node_name and not pod.is_finished and self.admits(pod)
+
+    def on_add(self, pod: PodView) -> None:
+        if _counts(pod):
+            self.cache.add_pod(pod)
+        elif self._pending_ours(pod):
+            self.queue.add(pod)
+
+    def on_update(self, old: PodView, new: PodView) -> None:
+        if _counts(new):
+            if _counts(old):
+                self.cache.update_pod(old, new)
+            else:
+                # Bound now (our binding confirmed, or someone else bound it).
+                self.queue.delete(old)
+                self.cache.add_pod(new)
+            return
+        if _counts(old):
+            # Finished: its resources are free for pods waiting on them.
+            self.cache.remove_pod(old)
+            self.queue.move_all("AssignedPodDelete")
+        elif self._pending_ours(new):
+            self.queue.update(old, new)
+        elif self._pending_ours(old):
+            self.queue.delete(old)
+
+    def on_delete(self, pod: PodView) -> None:
+        if _counts(pod):
+            self.cache.remove_pod(pod)
+            self.queue.move_all("AssignedPodDelete")
+        elif not pod.node_name:
+            self.queue.delete(pod)
+
+
+def _node_changed_for_scheduling(old: NodeView, new: NodeView) -> bool:
+    return (
+        old.allocatable != new.allocatable
+        or old.labels != new.labels
+        or old.taints != new.taints
+        or old.unschedulable != new.unschedulable
+    )
+
+
+class NodeEvents:
+    def __init__(self, cache: SchedulerCache, queue: SchedulingQueue) -> None:
+        self.cache = cache
+        self.queue = queue
+
+    def on_add(self, node: NodeView) -> None:
+        self.cache.add_node(node)
+        self.queue.move_all("NodeAdd")
+
+    def on_update(self, old: NodeView, new: NodeView) -> None:
+        self.cache.update_node(old, new)
+        if _node_changed_for_scheduling(old, new):
+            self.queue.move_all("NodeUpdate")
+
+    def on_delete(self, node: NodeView) -> None:
+        self.cache.remove_node(node)
+
+
+class PriorityClassEvents:
+    """Keeps PriorityClass values; pods from the API already carry spec.priority."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, PriorityClassView] = {}
+
+    def on_add(self, obj: PriorityClassView) -> None:
+        self.classes[obj.name] = obj
+
+    def on_update(self, old: PriorityClassView, new: PriorityClassView) -> None:
+        self.classes[new.name] = new
+
+    def on_delete(self, obj: PriorityClassView) -> None:
+        self.classes.pop(obj.name, None)
+
+    def values(self) -> Mapping[str, int]:
+        return {name: c.value for name, c in self.classes.items()}

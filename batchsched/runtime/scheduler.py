@@ -1,0 +1,207 @@
+"""The scheduling loop and the binding cycles of one scheduler process.
+
+One cycle, in order:
+  1. pop the next pod from the queue (waits when nothing is ready);
+  2. skip it if it was deleted or bound meanwhile;
+  3. run the profile's pure cycle on the cache's live snapshot (PreFilter .. Permit);
+  4. placed: assume it in the cache and start a binding task (bounded concurrency);
+     not placed: requeue it as unschedulable and tell the user (condition + Event);
+  5. a binding task runs PreBind/Bind/PostBind; on failure it forgets the pod and requeues it
+     with backoff, on success it starts the assumed pod's TTL and posts `Scheduled`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from batchsched.cache import SchedulerCache
+from batchsched.clock import Clock
+from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.profile import Profile
+from batchsched.framework.runner import ProfileRunner, ScheduleResult
+from batchsched.framework.status import Code, Status, is_ok
+from batchsched.metrics import SchedulerMetrics
+from batchsched.model.pod import PodView
+from batchsched.runtime.queue import SchedulingQueue
+
+logger = logging.getLogger(__name__)
+
+
+class StatusWriter(Protocol):
+    async def mark_unschedulable(self, pod: PodView, message: str) -> None: ...
+
+
+class Recorder(Protocol):
+    async def record(
+        self, regarding: PodView, type_: str, reason: str, action: str, note: str
+    ) -> None: ...
+
+
+@dataclass
+class CycleCounts:
+    """Totals since start, for the per-cycle INFO line and tests."""
+
+    attempts: int = 0
+    scheduled: int = 0
+    unschedulable: int = 0
+    errors: int = 0
+    bound: int = 0
+    bind_failures: int = 0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        profiles: Mapping[str, Profile],
+        cache: SchedulerCache,
+        queue: SchedulingQueue,
+        status: StatusWriter,
+        events: Recorder,
+        metrics: SchedulerMetrics,
+        clock: Clock,
+        *,
+        seed: int = 0,
+        bind_concurrency: int = 128,
+    ) -> None:
+        self.profiles = profiles
+        self.cache = cache
+        self.queue = queue
+        self.status = status
+        self.events = events
+        self.metrics = metrics
+        self.clock = clock
+        self.counts = CycleCounts()
+        self._runners = {name: ProfileRunner(p, seed) for name, p in profiles.items()}
+        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def admits(self, pod: PodView) -> bool:
+        """Whether a pending pod belongs in our queue: one of our profiles names it and its
+        PreEnqueue plugins (scheduling gates) let it in. Gated pods wait outside the queue;
+        the update that removes the last gate enqueues them."""
+        profile = self.profiles.get(pod.scheduler_name)
+        if profile is None:
+            return False
+        return all(is_ok(plugin.pre_enqueue(pod)) for plugin in profile.pre_enqueue)
+
+    async def run(self) -> None:
+        """Schedule forever (only while leading, when leader election is on)."""
+        logger.info("scheduling loop started profiles=%s", ",".join(self.profiles))
+        try:
+            while True:
+                queued = await self.queue.pop()
+                self.schedule_one(queued)
+                # Let watches and binding tasks run between cycles.
+                await asyncio.sleep(0)
+        finally:
+            await self.drain()
+
+    def schedule_one(self, queued: QueuedPod) -> None:
+        pod = queued.pod
+        if self.queue.was_deleted(pod.uid) or pod.node_name:
+            self.queue.done(pod.uid)
+            return
+        runner = self._runners[pod.scheduler_name]
+        cycle = self.queue.scheduling_cycle()
+        started = time.perf_counter()
+        result = runner.schedule_one(pod, self.cache.snapshot)
+        elapsed = time.perf_counter() - started
+        self.counts.attempts += 1
+        if result.placed and result.node_name is not None:
+            self.cache.assume(pod, result.node_name)
+            self._observe("scheduled", runner, elapsed)
+            self.counts.scheduled += 1
+            self._spawn(self._bind(queued, runner, result))
+            return
+        outcome = "error" if result.status.code is Code.ERROR else "unschedulable"
+        self._observe(outcome, runner, elapsed)
+        message = result.message()
+        if outcome == "error":
+            self.counts.errors += 1
+            logger.error("scheduling error pod=%s error=%s", pod.key, message)
+            self.queue.requeue_backoff(queued)
+        else:
+            self.counts.unschedulable += 1
+            logger.debug("unschedulable pod=%s reason=%s", pod.key, message)
+            self.queue.requeue_unschedulable(queued, cycle)
+        self._spawn(self._report_failure(pod, message))
+
+    def _observe(self, result: str, runner: ProfileRunner, seconds: float) -> None:
+        profile = runner.profile.scheduler_name
+        self.metrics.schedule_attempts.labels(result=result, profile=profile).inc()
+        self.metrics.attempt_duration.labels(result=result, profile=profile).observe(seconds)
+
+    async def _bind(self, queued: QueuedPod, runner: ProfileRunner, result: ScheduleResult) -> None:
+        pod, node = queued.pod, result.node_name
+        assert node is not None
+        async with self._bind_slots:
+            started = time.perf_counter()
+            status = await self._run_bind_plugins(runner.profile, result.state, pod, node)
+            self.metrics.extension_point_duration.labels(
+                extension_point="Bind",
+                status=status.code.kube_name,
+                profile=runner.profile.scheduler_name,
+            ).observe(time.perf_counter() - started)
+        if is_ok(status):
+            self.cache.finish_binding(pod)
+            self.queue.done(pod.uid)
+            self.counts.bound += 1
+            for plugin in runner.profile.post_bind:
+                plugin.post_bind(result.state, pod, node)
+            await self.events.record(
+                pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}"
+            )
+            return
+        self.counts.bind_failures += 1
+        self.metrics.bind_failures.labels(reason=status.plugin or "Bind").inc()
+        logger.warning("binding failed pod=%s node=%s error=%s", pod.key, node, status.message())
+        if self.cache.snapshot.node_of(pod.uid) is not None:
+            runner.unreserve(result.state, pod, node, self.cache.snapshot)
+        self.cache.forget(pod)
+        self.queue.requeue_backoff(queued)
+
+    async def _run_bind_plugins(
+        self, profile: Profile, state: CycleState, pod: PodView, node: str
+    ) -> Status:
+        for pre_bind in profile.pre_bind:
+            status = await pre_bind.pre_bind(state, pod, node)
+            if not is_ok(status):
+                return status.with_plugin(pre_bind.name)
+        for bind in profile.bind:
+            status = await bind.bind(state, pod, node)
+            if status.code is not Code.SKIP:
+                return status.with_plugin(bind.name)
+        return Status(Code.ERROR, ("no bind plugin bound the pod",))
+
+    async def _report_failure(self, pod: PodView, message: str) -> None:
+        await self.status.mark_unschedulable(pod, message)
+        await self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
+
+    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("background task failed", exc_info=task.exception())
+
+    async def drain(self) -> None:
+        """Wait for binding and reporting tasks in flight (used on shutdown and in tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def expire_assumed(self) -> int:
+        """Drop assumed pods whose binding was never confirmed by a watch event in time."""
+        expired = self.cache.cleanup_expired()
+        for pod in expired:
+            logger.warning("assumed pod expired pod=%s node=%s", pod.key, pod.node_name)
+            self.metrics.assumed_expired.inc()
+        return len(expired)
