@@ -71,7 +71,7 @@ async def test_pods_of_other_schedulers_are_ignored_but_their_usage_counts(
         await create_pod(api, make_pod("ours").cpu("1"))
         await wait_for(lambda: _unschedulable(api, "ours"), timeout=20, what="ours unschedulable")
         body = await pod(api, NS, "ours")
-        message = [c for c in body["status"]["conditions"] if c["type"] == "PodScheduled"][0]
+        message = next(c for c in body["status"]["conditions"] if c["type"] == "PodScheduled")
         assert message["message"] == "0/1 nodes are available: 1 Insufficient cpu."
         theirs = await pod(api, NS, "theirs-pending")
         assert not theirs["spec"].get("nodeName")
@@ -95,9 +95,9 @@ async def test_an_unschedulable_pod_gets_the_condition_and_event_then_binds_when
             return any(e.get("reason") == "FailedScheduling" for e in events)
 
         await wait_for(failed_event, timeout=20, what="FailedScheduling event")
-        event = [
+        event = next(
             e for e in await events_for(api, NS, "waiting") if e["reason"] == "FailedScheduling"
-        ][0]
+        )
         assert event["note"] == "0/1 nodes are available: 1 Insufficient cpu."
         assert event["type"] == "Warning"
         await create_node(api, make_node("roomy").cpu("4"))
@@ -108,7 +108,7 @@ async def test_an_unschedulable_pod_gets_the_condition_and_event_then_binds_when
             return any(e.get("reason") == "Scheduled" for e in await events_for(api, NS, "waiting"))
 
         await wait_for(scheduled_event, timeout=20, what="Scheduled event")
-        note = [e for e in await events_for(api, NS, "waiting") if e["reason"] == "Scheduled"][0][
+        note = next(e for e in await events_for(api, NS, "waiting") if e["reason"] == "Scheduled")[
             "note"
         ]
         assert note == "Successfully assigned default/waiting to roomy"
