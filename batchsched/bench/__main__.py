@@ -1,11 +1,12 @@
-"""`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`."""
+"""`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
+`... bench e2e --nodes 500 --pods 5000`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from batchsched.bench import core, parse
+from batchsched.bench import core, e2e, parse
 
 
 def main() -> int:
@@ -13,6 +14,7 @@ def main() -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     core.add_parser(commands)
     parse.add_parser(commands)
+    e2e.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
 
