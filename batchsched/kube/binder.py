@@ -13,7 +13,6 @@ import socket
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final, TypeVar
 
 from kubernetes_asyncio.client import ApiClient
@@ -24,7 +23,9 @@ from batchsched.kube.client import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
     ApiUnavailable,
+    micro_time,
     request_json,
+    rfc3339,
 )
 from batchsched.model.pod import PodView
 
@@ -57,16 +58,6 @@ class BindError(Exception):
 
 def _snake(reason: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", reason).lower()
-
-
-def micro_time(epoch_seconds: float) -> str:
-    """RFC 3339 with microseconds, the API's MicroTime format."""
-    moment = datetime.fromtimestamp(epoch_seconds, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def rfc3339(epoch_seconds: float) -> str:
-    return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _pod_path(namespace: str, name: str) -> str:

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -238,3 +239,13 @@ _STATUS_REASONS: Final = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
+
+
+def micro_time(epoch_seconds: float) -> str:
+    """RFC 3339 with microseconds, the API's MicroTime format."""
+    moment = datetime.fromtimestamp(epoch_seconds, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

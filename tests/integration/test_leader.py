@@ -19,15 +19,15 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from batchsched.clock import Clock, FakeClock
+from batchsched.kube.client import micro_time
 from batchsched.kube.leader import (
     LeaderElectionConfig,
     LeaderElector,
     LeadershipLost,
-    LeaseRecord,
     claimed_record,
     may_acquire,
-    micro_time,
 )
+from batchsched.kube.lease import LeaseRecord
 from batchsched.metrics import SchedulerMetrics
 from tests.integration.control_plane import ControlPlane
 

@@ -1,0 +1,240 @@
+"""The cluster side of the end-to-end bench: control plane, Nodes, Pods, clean-up.
+
+Objects follow scheduler_perf's SchedulingBasic templates: Nodes with 4 cpu, 32Gi and 110
+pods (capacity and allocatable, as there is no kubelet to report them) and Pods asking for
+100m cpu and 500Mi. Every request goes through `request_json`, the same raw-JSON path the
+scheduler itself uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kubernetes_asyncio.client import ApiClient
+
+from batchsched.kube.client import ApiError, ApiUnavailable, request_json
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+SCRIPT: Final = ROOT / "scripts" / "control-plane.sh"
+# A fresh machine builds kube-apiserver and kube-scheduler with Go first (minutes).
+INSTALL_TIMEOUT_S: Final = 3600.0
+SCRIPT_TIMEOUT_S: Final = 300.0
+BENCH_LABEL: Final = "bench.batchsched.io/e2e"
+# Transient answers worth another try while creating objects as fast as the server takes them.
+_RETRY_STATUSES: Final = frozenset({429, 500, 503, 504})
+_CREATE_TRIES: Final = 5
+
+
+class BenchError(RuntimeError):
+    """The bench could not run as asked (no control plane, a scheduler that never got ready)."""
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    """The API server under test; `state_dir` is None for a cluster known only by kubeconfig."""
+
+    kubeconfig: Path
+    state_dir: Path | None
+    owned: bool  # this run started it, so this run tears it down
+
+    def script(self, *args: str, timeout: float = SCRIPT_TIMEOUT_S) -> str:
+        if self.state_dir is None:
+            raise BenchError(f"scripts/control-plane.sh {args[0]} needs a control-plane state dir")
+        return run_script(self.state_dir, *args, timeout=timeout)
+
+    def pid(self, component: str) -> int | None:
+        """The pid the script recorded for etcd, kube-apiserver or kube-scheduler."""
+        if self.state_dir is None:
+            return None
+        try:
+            return int((self.state_dir / f"{component}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+
+def run_script(state_dir: Path, *args: str, timeout: float = SCRIPT_TIMEOUT_S) -> str:
+    env = dict(os.environ, BATCHSCHED_CP_DIR=str(state_dir))
+    try:
+        done = subprocess.run(
+            [str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as err:
+        raise BenchError(
+            f"control-plane.sh {' '.join(args)} timed out after {timeout:.0f}s"
+        ) from err
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-30:])
+        raise BenchError(f"control-plane.sh {' '.join(args)} exited {done.returncode}:\n{tail}")
+    return done.stdout
+
+
+def start_control_plane(run_dir: Path) -> ControlPlane:
+    """etcd + kube-apiserver in a state dir of their own (binaries built once, cached)."""
+    state = run_dir / "control-plane"
+    run_script(state, "install", timeout=INSTALL_TIMEOUT_S)
+    run_script(state, "up")
+    return ControlPlane(kubeconfig=state / "admin.kubeconfig", state_dir=state, owned=True)
+
+
+def attach_control_plane(kubeconfig: Path) -> ControlPlane:
+    """An existing API server; its script state dir (needed to run kube-scheduler) is
+    $BATCHSCHED_CP_DIR, else the kubeconfig's folder when the script wrote it there."""
+    env_dir = os.environ.get("BATCHSCHED_CP_DIR")
+    state: Path | None = Path(env_dir) if env_dir else kubeconfig.resolve().parent
+    if state is not None and not (state / ".batchsched-cp").exists():
+        state = None
+    return ControlPlane(kubeconfig=kubeconfig, state_dir=state, owned=False)
+
+
+def stop_control_plane(plane: ControlPlane) -> None:
+    plane.script("down", "--purge")
+
+
+def new_run_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="batchsched-e2e-"))
+
+
+def node_body(name: str) -> dict[str, object]:
+    resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, BENCH_LABEL: "true"},
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def pod_body(name: str, scheduler_name: str) -> dict[str, object]:
+    container = {
+        "name": "pause",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"schedulerName": scheduler_name, "containers": [container]},
+    }
+
+
+async def kube_version(api: ApiClient) -> str:
+    return str((await request_json(api, "GET", "/version")).get("gitVersion", "unknown"))
+
+
+async def count_nodes(api: ApiClient) -> int:
+    listing = await request_json(api, "GET", "/api/v1/nodes", query=[("limit", "1")])
+    meta = listing.get("metadata")
+    remaining = meta.get("remainingItemCount", 0) if isinstance(meta, dict) else 0
+    items = listing.get("items")
+    return (len(items) if isinstance(items, list) else 0) + int(str(remaining or 0))
+
+
+async def create_nodes(api: ApiClient, count: int, concurrency: int) -> None:
+    """node-0 .. node-{count-1}; ones left from an earlier --keep run are reused."""
+
+    async def create(i: int) -> None:
+        try:
+            await create_object(api, "/api/v1/nodes", node_body(f"node-{i}"))
+        except ApiError as err:
+            if err.status != 409:
+                raise
+
+    await run_bounded(count, concurrency, create)
+
+
+async def create_namespace(api: ApiClient, name: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    await create_object(api, "/api/v1/namespaces", body)
+
+
+@dataclass(frozen=True)
+class Creation:
+    """When the first create request went out and the last one was answered (perf_counter)."""
+
+    started: float
+    finished: float
+    count: int
+
+    @property
+    def seconds(self) -> float:
+        return self.finished - self.started
+
+    @property
+    def per_second(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else float("inf")
+
+
+async def create_pods(
+    api: ApiClient, namespace: str, scheduler_name: str, count: int, concurrency: int
+) -> Creation:
+    """pod-0 .. pod-{count-1}, `concurrency` requests in flight: the same for every scheduler."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+
+    async def create(i: int) -> None:
+        await create_object(api, path, pod_body(f"pod-{i}", scheduler_name))
+
+    started = time.perf_counter()
+    await run_bounded(count, concurrency, create)
+    return Creation(started, time.perf_counter(), count)
+
+
+async def run_bounded(count: int, concurrency: int, work: Callable[[int], Awaitable[None]]) -> None:
+    """work(0) .. work(count-1), at most `concurrency` at a time, in index order."""
+    indexes = iter(range(count))
+
+    async def worker() -> None:
+        for i in indexes:  # shared: each worker takes the next index when it is free
+            await work(i)
+
+    async with asyncio.TaskGroup() as tasks:
+        for _ in range(max(1, min(concurrency, count))):
+            tasks.create_task(worker())
+
+
+async def create_object(api: ApiClient, path: str, body: Mapping[str, object]) -> None:
+    for attempt in range(_CREATE_TRIES):
+        try:
+            await request_json(api, "POST", path, body=body)
+            return
+        except ApiUnavailable:
+            if attempt == _CREATE_TRIES - 1:
+                raise
+        except ApiError as err:
+            if err.status not in _RETRY_STATUSES or attempt == _CREATE_TRIES - 1:
+                raise
+        await asyncio.sleep(0.1 * 2**attempt)
+
+
+async def delete_pods(api: ApiClient, namespace: str, timeout: float = 120.0) -> None:
+    """Force-delete (grace 0: no kubelet will ever confirm) and wait until they are gone."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    grace = [("gracePeriodSeconds", "0")]
+    await request_json(api, "DELETE", path, query=grace, body={"gracePeriodSeconds": 0})
+    deadline = time.monotonic() + timeout
+    while await _any_left(api, path):
+        if time.monotonic() > deadline:
+            raise BenchError(f"pods in {namespace} still there {timeout:.0f}s after deletion")
+        await asyncio.sleep(0.5)
+    # Without a controller-manager the namespace stays Terminating; it is empty, that's enough.
+    await request_json(api, "DELETE", f"/api/v1/namespaces/{namespace}")
+
+
+async def delete_bench_nodes(api: ApiClient) -> None:
+    await request_json(api, "DELETE", "/api/v1/nodes", query=[("labelSelector", BENCH_LABEL)])
+
+
+async def _any_left(api: ApiClient, path: str) -> bool:
+    items = (await request_json(api, "GET", path, query=[("limit", "1")])).get("items")
+    return bool(items)
