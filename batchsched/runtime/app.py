@@ -108,11 +108,12 @@ class App:
             key=lambda n: n.name,
             on_invalid=self._invalid,
         )
+        self.pod_events = PodEvents(self.cache, self.queue, self.scheduler.admits)
         pods = Informer(
             api,
             PODS,
             parse_pod,
-            PodEvents(self.cache, self.queue, self.scheduler.admits),
+            self.pod_events,
             key=lambda p: f"{p.namespace}/{p.name}",
             on_invalid=self._invalid,
         )
@@ -212,7 +213,7 @@ class App:
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             self.scheduler.expire_assumed()
-            self.metrics.set_pending(self.queue.counts())
+            self.metrics.set_pending({**self.queue.counts(), "gated": len(self.pod_events.gated)})
             snapshot = self.cache.snapshot
             self.metrics.set_cache_size(
                 nodes=len(snapshot),

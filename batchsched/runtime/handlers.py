@@ -30,9 +30,18 @@ class PodEvents:
         self.cache = cache
         self.queue = queue
         self.admits = admits  # ours, and past the profile's PreEnqueue plugins (e.g. gates)
+        self.gated: set[str] = set()  # uids of our pending pods that PreEnqueue holds back
 
     def _pending_ours(self, pod: PodView) -> bool:
-        return not pod.node_name and not pod.is_finished and self.admits(pod)
+        if pod.node_name or pod.is_finished:
+            self.gated.discard(pod.uid)
+            return False
+        if self.admits(pod):
+            self.gated.discard(pod.uid)
+            return True
+        if pod.scheduling_gates:
+            self.gated.add(pod.uid)
+        return False
 
     def on_add(self, pod: PodView) -> None:
         if _counts(pod):
@@ -59,6 +68,7 @@ class PodEvents:
             self.queue.delete(old)
 
     def on_delete(self, pod: PodView) -> None:
+        self.gated.discard(pod.uid)
         if _counts(pod):
             self.cache.remove_pod(pod)
             self.queue.move_all("AssignedPodDelete")
