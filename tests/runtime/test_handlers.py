@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from batchsched.cache import SchedulerCache
 from batchsched.clock import FakeClock
 from batchsched.config import default_config
@@ -146,7 +144,7 @@ async def test_a_finished_pod_frees_its_node_for_waiting_pods() -> None:
     pods.on_add(running.view())
     pods.on_add(make_pod("w").cpu("1").view())
     scheduler.schedule_one(pop(scheduler))
-    await asyncio.gather(scheduler.drain())
+    await scheduler.drain()
     assert scheduler.queue.counts()["unschedulable"] == 1
     pods.on_delete(running.view())  # the server filters finished pods: they arrive as deletes
     assert scheduler.queue.counts()["unschedulable"] == 0
