@@ -130,7 +130,12 @@ def run_place(args: argparse.Namespace) -> int:
         print(f"batchsched place: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     result = place_pending(
-        state.nodes, state.pods, profiles, state.namespace_labels, seed=args.seed
+        state.nodes,
+        state.pods,
+        profiles,
+        state.namespace_labels,
+        seed=args.seed,
+        pod_groups=state.pod_groups,
     )
     print(render(result, args.output))
     return 0

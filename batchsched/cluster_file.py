@@ -12,12 +12,13 @@ from pathlib import Path
 
 import yaml
 
+from batchsched.gang.podgroup import PodGroupView, parse_pod_group
 from batchsched.model.errors import InvalidObject
 from batchsched.model.fields import FieldError, as_bool, as_int, as_map, str_map
 from batchsched.model.node import NodeView, parse_node
 from batchsched.model.pod import PodView, parse_pod
 
-KNOWN_KINDS = ("Node", "Pod", "PriorityClass", "Namespace")
+KNOWN_KINDS = ("Node", "Pod", "PriorityClass", "Namespace", "PodGroup")
 
 
 class ClusterFileError(ValueError):
@@ -32,6 +33,7 @@ class ClusterObjects:
     pods: list[tuple[str, Mapping[str, object]]] = field(default_factory=list)  # (origin, obj)
     priority_classes: list[Mapping[str, object]] = field(default_factory=list)
     namespaces: list[Mapping[str, object]] = field(default_factory=list)
+    pod_groups: list[tuple[str, Mapping[str, object]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class ClusterState:
     pods: list[PodView]
     priority_classes: dict[str, int]  # "" is the globalDefault class's value
     namespace_labels: dict[str, dict[str, str]]
+    pod_groups: list[PodGroupView] = field(default_factory=list)
 
 
 def read_documents(path: Path) -> list[tuple[str, Mapping[str, object]]]:
@@ -84,6 +87,8 @@ def collect(documents: Iterable[tuple[str, Mapping[str, object]]]) -> ClusterObj
             objects.priority_classes.append(obj)
         elif kind == "Namespace":
             objects.namespaces.append(obj)
+        elif kind == "PodGroup":
+            objects.pod_groups.append((origin, obj))
         else:
             known = ", ".join(KNOWN_KINDS)
             raise ClusterFileError(
@@ -111,9 +116,16 @@ def resolve(objects: ClusterObjects) -> ClusterState:
         }
     except (InvalidObject, FieldError) as err:
         raise ClusterFileError(str(err)) from err
+    groups = []
+    for origin, obj in objects.pod_groups:
+        try:
+            groups.append(parse_pod_group(obj))
+        except InvalidObject as err:
+            raise ClusterFileError(f"{origin}: {err}") from err
     _check_unique("Node", [n.name for n in nodes])
     _check_unique("Pod", [p.key for p in pods])
-    return ClusterState(nodes, pods, classes, namespaces)
+    _check_unique("PodGroup", [g.key for g in groups])
+    return ClusterState(nodes, pods, classes, namespaces, groups)
 
 
 def _priority_classes(raw: list[Mapping[str, object]]) -> dict[str, int]:

@@ -10,8 +10,11 @@ from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.status import is_ok
+from batchsched.gang.core import GangRequest, Outcome, schedule_gang
+from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
+from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.snapshot import Snapshot
 
 
@@ -43,22 +46,72 @@ def place_pending(
     profiles: Mapping[str, Profile],
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     seed: int = 0,
+    pod_groups: Sequence[PodGroupView] = (),
 ) -> WhatIfResult:
-    """Schedule pending pods one by one; each placement is visible to the next."""
+    """Schedule pending pods in queue order; each placement is visible to the next. A gang is
+    placed whole when its first member comes up; one that would wait at Permit for members
+    that do not exist yet is reported unplaced, as is one that does not fit."""
     snapshot = Snapshot(nodes, [p for p in pods if p.node_name], namespace_labels)
     pending = [p for p in pods if not p.node_name and not p.is_finished]
     runners = {name: ProfileRunner(profile, seed) for name, profile in profiles.items()}
+    groups = {g.key: g for g in pod_groups}
     result = WhatIfResult()
     if not profiles:
         return result
     first = next(iter(profiles.values()))
+    attach_group_ages(profiles, _GroupAges(groups))
+    done: set[str] = set()
     for pod in queue_order(pending, first):
-        result.order.append(pod.key)
-        node, reason = _place_one(pod, profiles, runners, snapshot)
-        result.placements[pod.key] = node
-        if reason:
-            result.reasons[pod.key] = reason
+        if pod.uid in done:
+            continue
+        gang = pod_group_of(pod)
+        if gang is None:
+            outcomes = [(pod, *_place_one(pod, profiles, runners, snapshot))]
+        else:
+            members = [p for p in pending if pod_group_of(p) == gang and p.uid not in done]
+            bound = sum(1 for p in pods if p.node_name and pod_group_of(p) == gang)
+            outcomes = _place_gang(gang, members, bound, groups, profiles, runners, snapshot)
+        for member, node, reason in outcomes:
+            done.add(member.uid)
+            result.order.append(member.key)
+            result.placements[member.key] = node
+            if reason:
+                result.reasons[member.key] = reason
     return result
+
+
+class _GroupAges:
+    def __init__(self, groups: Mapping[str, PodGroupView]) -> None:
+        self._groups = groups
+
+    def created(self, key: str) -> float | None:
+        group = self._groups.get(key)
+        return group.creation_time if group is not None else None
+
+
+def _place_gang(
+    gang: str,
+    members: list[PodView],
+    bound: int,
+    groups: Mapping[str, PodGroupView],
+    profiles: Mapping[str, Profile],
+    runners: Mapping[str, ProfileRunner],
+    snapshot: Snapshot,
+) -> list[tuple[PodView, str | None, str]]:
+    group = groups.get(gang)
+    if group is None:
+        reason = f"PodGroup {gang} not found; the pod waits for it"
+        return [(m, None, reason) for m in members]
+    runner = runners.get(members[0].scheduler_name)
+    if runner is None:
+        return [(m, *_place_one(m, profiles, runners, snapshot)) for m in members]
+    request = GangRequest(group, tuple(sorted(members, key=lambda p: p.name)), bound=bound)
+    decision = schedule_gang(request, snapshot, runner, hold_incomplete=False)
+    if decision.outcome is not Outcome.BIND:
+        return [(m, None, decision.message) for m in request.pending]
+    where = {r.pod.uid: r.node for r in decision.placed}
+    surplus = "elastic member beyond minMember: no room left after the gang's core"
+    return [(m, where.get(m.uid), "" if m.uid in where else surplus) for m in request.pending]
 
 
 def _place_one(

@@ -8,6 +8,9 @@
 #   scripts/control-plane.sh status
 #   scripts/control-plane.sh scheduler-up    # start kube-scheduler against it
 #   scripts/control-plane.sh scheduler-down
+#   scripts/control-plane.sh install-coscheduling  # build scheduler-plugins' scheduler (cached)
+#   scripts/control-plane.sh coscheduling-up       # start it (Coscheduling) against the server
+#   scripts/control-plane.sh coscheduling-down
 #   scripts/control-plane.sh down [--purge]  # stop; --purge also deletes the state dir
 #
 # See docs/control-plane.md for the environment variables.
@@ -26,6 +29,13 @@ HOST=127.0.0.1
 READY_TRIES="${BATCHSCHED_CP_READY_TRIES:-120}"   # x 0.5 s
 PYTHON="${PYTHON:-$(command -v python3 || command -v python || true)}"
 
+# scheduler-plugins' kube-scheduler, the Coscheduling baseline; built against our K8S_VERSION.
+SP_SRC="$BUILD_SRC/scheduler-plugins"
+SP_VERSION="${BATCHSCHED_SCHEDULER_PLUGINS_VERSION:-$(tr -d '[:space:]' < "$SP_SRC/VERSION")}"
+SP_BINARY="scheduler-plugins-$SP_VERSION"
+SP_SCHEDULER_NAME=scheduler-plugins-scheduler
+PODGROUP_CRD="$REPO_ROOT/deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
+
 K8S_BINARIES=(kube-apiserver kube-scheduler kubectl)
 ETCD_BINARIES=(etcd etcdctl)
 
@@ -33,7 +43,7 @@ log() { printf '[control-plane] %s\n' "$*" >&2; }
 die() { printf '[control-plane] ERROR: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # --------------------------------------------------------------------------
@@ -199,43 +209,58 @@ build_k8s() {
   GO="$(find_go)"
   local moddir buildlog="$K8S_DIR/build.log"
   moddir="$(prepare_build_module)"
+  local ldflags
+  ldflags="$(k8s_ldflags)"
+  log "k8s: building ${missing[*]} from k8s.io/kubernetes $K8S_VERSION with $("$GO" version | awk '{print $3}')"
+  log "k8s: this takes a while (about 4-5 min on 2 cores from scratch); log: $buildlog"
+  : > "$buildlog"
+  local n=0
+  for b in "${missing[@]}"; do
+    n=$((n + 1))
+    log "k8s: [$n/${#missing[@]}] go build k8s.io/kubernetes/cmd/$b"
+    go_build k8s "$moddir" "k8s.io/kubernetes/cmd/$b" "$BIN_DIR/$b" "$ldflags" "$buildlog"
+  done
+  "$BIN_DIR/kube-apiserver" --version >&2
+}
+
+# Stripped, and stamped with $K8S_VERSION so that /version reports the real release (and
+# component-base's compatibility-version checks accept the binary).
+k8s_ldflags() {
   [[ "$K8S_VERSION" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "bad version $K8S_VERSION"
-  local major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}" x=""
-  local pkg
+  local major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}" x="" pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     x+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     x+=" -X $pkg.gitTreeState=clean"
   done
-  local ldflags="-s -w$x"
-  log "k8s: building ${missing[*]} from k8s.io/kubernetes $K8S_VERSION with $("$GO" version | awk '{print $3}')"
-  log "k8s: this takes a while (about 4-5 min on 2 cores from scratch); log: $buildlog"
-  : > "$buildlog"
-  local n=0 t0 pid elapsed
-  for b in "${missing[@]}"; do
-    n=$((n + 1))
-    t0=$SECONDS
-    log "k8s: [$n/${#missing[@]}] go build k8s.io/kubernetes/cmd/$b"
-    (
-      cd "$moddir"
-      export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
-      exec "$GO" build -v -trimpath -ldflags "$ldflags" -o "$BIN_DIR/.$b.tmp" "k8s.io/kubernetes/cmd/$b"
-    ) >>"$buildlog" 2>&1 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-      sleep 5
-      elapsed=$((SECONDS - t0))
-      if ((elapsed % 60 < 5)); then
-        log "k8s:   ... $b still building ($((elapsed / 60)) min, $(wc -l < "$buildlog") log lines)"
-      fi
-    done
-    if ! wait "$pid"; then
-      tail -n 40 "$buildlog" >&2
-      die "go build of $b failed (full log: $buildlog)"
+  printf '%s\n' "-s -w$x"
+}
+
+# go_build LABEL MODDIR PACKAGE OUTPUT LDFLAGS BUILDLOG: a static build in the background
+# (it takes minutes), with a progress line a minute; OUTPUT appears only when it succeeded.
+go_build() {
+  local label="$1" moddir="$2" pkg="$3" out="$4" ldflags="$5" buildlog="$6"
+  local name tmp t0=$SECONDS pid elapsed
+  name="$(basename "$out")"
+  tmp="$(dirname "$out")/.$name.tmp"
+  (
+    cd "$moddir"
+    export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+    exec "$GO" build -v -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg"
+  ) >>"$buildlog" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    elapsed=$((SECONDS - t0))
+    if ((elapsed % 60 < 5)); then
+      log "$label:   ... $name still building ($((elapsed / 60)) min, $(wc -l < "$buildlog") log lines)"
     fi
-    mv -f "$BIN_DIR/.$b.tmp" "$BIN_DIR/$b"
-    log "k8s:   $b built in $((SECONDS - t0)) s"
   done
-  "$BIN_DIR/kube-apiserver" --version >&2
+  if ! wait "$pid"; then
+    tail -n 40 "$buildlog" >&2
+    die "go build of $name failed (full log: $buildlog)"
+  fi
+  mv -f "$tmp" "$out"
+  log "$label:   $name built in $((SECONDS - t0)) s"
 }
 
 cmd_install() {
@@ -252,6 +277,47 @@ cmd_install() {
   install_etcd
   build_k8s
   log "installed $K8S_VERSION into $BIN_DIR ($(du -sh "$BIN_DIR" | cut -f1))"
+}
+
+# --------------------------------------------------------------------------
+# install-coscheduling: scheduler-plugins' kube-scheduler (the gang benchmark's baseline)
+# --------------------------------------------------------------------------
+prepare_sp_module() { # -> module dir with go.mod/go.sum/tools.go for $SP_VERSION on $K8S_VERSION
+  local dir="$K8S_DIR/scheduler-plugins-build/$SP_VERSION"
+  mkdir -p "$dir"
+  if grep -qx "require sigs.k8s.io/scheduler-plugins $SP_VERSION" "$SP_SRC/go.mod" 2>/dev/null \
+    && grep -qx "// against k8s.io/kubernetes $K8S_VERSION." "$SP_SRC/go.mod"; then
+    cp "$SP_SRC/go.mod" "$SP_SRC/go.sum" "$SP_SRC/tools.go" "$dir/"
+    log "scheduler-plugins: using pinned module scripts/k8s-build/scheduler-plugins ($SP_VERSION)"
+  else
+    log "scheduler-plugins: $SP_VERSION on $K8S_VERSION is not the pinned pair, generating a go.mod"
+    GO="$GO" K8S_VERSION="$K8S_VERSION" "$SP_SRC/gen-gomod.sh" "$SP_VERSION" "$dir" >&2
+  fi
+  printf '%s\n' "$dir"
+}
+
+cmd_install_coscheduling() {
+  mkdir -p "$BIN_DIR"
+  if command -v flock >/dev/null; then
+    exec 8>"$K8S_DIR/.install-coscheduling.lock"
+    flock 8
+  fi
+  if [[ -x "$BIN_DIR/$SP_BINARY" ]]; then
+    log "scheduler-plugins: cached ($BIN_DIR/$SP_BINARY)"
+    return 0
+  fi
+  GO="$(find_go)"
+  local moddir buildlog="$K8S_DIR/$SP_BINARY.build.log"
+  moddir="$(prepare_sp_module)"
+  : > "$buildlog"
+  log "scheduler-plugins: building sigs.k8s.io/scheduler-plugins/cmd/scheduler $SP_VERSION" \
+    "on k8s.io/kubernetes $K8S_VERSION with $("$GO" version | awk '{print $3}')"
+  log "scheduler-plugins: this takes a while (3-4 min on 2 cores after install); log: $buildlog"
+  # Stamped with the Kubernetes release it is built on (its framework's version); the file
+  # name carries the scheduler-plugins release.
+  go_build scheduler-plugins "$moddir" sigs.k8s.io/scheduler-plugins/cmd/scheduler \
+    "$BIN_DIR/$SP_BINARY" "$(k8s_ldflags)" "$buildlog"
+  log "scheduler-plugins: installed $BIN_DIR/$SP_BINARY ($(du -sh "$BIN_DIR/$SP_BINARY" | cut -f1))"
 }
 
 # --------------------------------------------------------------------------
@@ -441,6 +507,7 @@ cmd_down() {
   done
   if [[ -d "$STATE" ]]; then
     stop_proc kube-scheduler
+    stop_proc scheduler-plugins
     stop_proc kube-apiserver
     stop_proc etcd
   else
@@ -520,6 +587,104 @@ cmd_scheduler_down() {
 }
 
 # --------------------------------------------------------------------------
+# coscheduling: scheduler-plugins' kube-scheduler with the Coscheduling plugin
+# --------------------------------------------------------------------------
+coscheduling_healthy() {
+  if ((COSCHEDULING_PORT == 0)); then
+    grep -q 'Starting Kubernetes Scheduler' "$STATE/scheduler-plugins.log" 2>/dev/null
+  else
+    [[ "$(curl -sSk --max-time 2 "https://$HOST:$COSCHEDULING_PORT/healthz" 2>/dev/null)" == ok ]]
+  fi
+}
+
+install_podgroup_crd() {
+  local kubectl=("$BIN_DIR/kubectl" --kubeconfig "$STATE/admin.kubeconfig")
+  [[ -f "$PODGROUP_CRD" ]] || die "PodGroup CRD manifest missing: $PODGROUP_CRD"
+  "${kubectl[@]}" apply --server-side -f "$PODGROUP_CRD" >&2 || die "could not install $PODGROUP_CRD"
+  "${kubectl[@]}" wait --for=condition=Established --timeout=60s -f "$PODGROUP_CRD" >&2 \
+    || die "the PodGroup CRD did not become established"
+}
+
+write_coscheduling_config() { # -> config path
+  local f="$STATE/scheduler-plugins.yaml" wait_s="${BATCHSCHED_COSCHEDULING_PERMIT_WAIT_S:-60}"
+  local backoff_s="${BATCHSCHED_COSCHEDULING_BACKOFF_S:-0}"
+  [[ "$wait_s" =~ ^[0-9]+$ ]] || die "BATCHSCHED_COSCHEDULING_PERMIT_WAIT_S must be whole seconds"
+  [[ "$backoff_s" =~ ^[0-9]+$ ]] || die "BATCHSCHED_COSCHEDULING_BACKOFF_S must be whole seconds"
+  # Coscheduling at every point it implements (as its README's multiPoint does), and as the
+  # only queue sort: a profile may have one, and the plugin keeps a gang's pods together.
+  cat > "$f" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $STATE/admin.kubeconfig
+  qps: 5000
+  burst: 5000
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: $SP_SCHEDULER_NAME
+  plugins:
+    queueSort:
+      enabled: [{name: Coscheduling}]
+      disabled: [{name: "*"}]
+    preFilter:
+      enabled: [{name: Coscheduling}]
+    postFilter:
+      enabled: [{name: Coscheduling}]
+    permit:
+      enabled: [{name: Coscheduling}]
+    reserve:
+      enabled: [{name: Coscheduling}]
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      permitWaitingTimeSeconds: $wait_s
+      podGroupBackoffSeconds: $backoff_s
+EOF
+  printf '%s\n' "$f"
+}
+
+cmd_coscheduling_up() {
+  require_binaries
+  [[ -x "$BIN_DIR/$SP_BINARY" ]] \
+    || die "$SP_BINARY missing in $BIN_DIR; run: scripts/control-plane.sh install-coscheduling"
+  apiserver_ready || die "kube-apiserver is not up; run: scripts/control-plane.sh up"
+  if pid_alive scheduler-plugins; then
+    log "scheduler-plugins already running (pid $(cat "$STATE/scheduler-plugins.pid"))"
+    return 0
+  fi
+  COSCHEDULING_PORT="${BATCHSCHED_COSCHEDULING_PORT:-}"
+  if [[ -z "$COSCHEDULING_PORT" ]]; then
+    COSCHEDULING_PORT="$(choose_port scheduler-plugins BATCHSCHED_COSCHEDULING_PORT 10360)"
+  elif ((COSCHEDULING_PORT != 0)); then
+    port_free "$COSCHEDULING_PORT" || die "scheduler-plugins port $COSCHEDULING_PORT is already in use"
+  fi
+  # The plugin lists and watches PodGroups from its start: the API must serve them first.
+  install_podgroup_crd
+  local kc="$STATE/admin.kubeconfig" cfg extra=()
+  cfg="$(write_coscheduling_config)"
+  # shellcheck disable=SC2206
+  [[ -n "${BATCHSCHED_COSCHEDULING_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_COSCHEDULING_EXTRA_ARGS})
+  : > "$STATE/scheduler-plugins.log"
+  log "starting scheduler-plugins $SP_VERSION as $SP_SCHEDULER_NAME (secure port $COSCHEDULING_PORT)"
+  start_bg scheduler-plugins "$STATE/scheduler-plugins.log" "$BIN_DIR/$SP_BINARY" \
+    --config="$cfg" \
+    --authentication-kubeconfig="$kc" \
+    --authorization-kubeconfig="$kc" \
+    --bind-address=$HOST \
+    --secure-port="$COSCHEDULING_PORT" \
+    "${extra[@]}"
+  echo "COSCHEDULING_PORT=$COSCHEDULING_PORT" > "$STATE/scheduler-plugins.env"
+  wait_ready scheduler-plugins "$STATE/scheduler-plugins.log" coscheduling_healthy
+  log "scheduler-plugins is healthy (log $STATE/scheduler-plugins.log, config $cfg)"
+}
+
+cmd_coscheduling_down() {
+  [[ -d "$STATE" ]] || { log "nothing to stop"; return 0; }
+  stop_proc scheduler-plugins
+}
+
+# --------------------------------------------------------------------------
 # env / status
 # --------------------------------------------------------------------------
 cmd_env() {
@@ -538,12 +703,12 @@ cmd_status() {
   echo "binaries: $BIN_DIR ($(binaries_present && echo installed || echo 'NOT installed'))"
   echo "state:    $STATE"
   load_ports 2>/dev/null || true
-  for name in etcd kube-apiserver kube-scheduler; do
+  for name in etcd kube-apiserver kube-scheduler scheduler-plugins; do
     if pid_alive "$name"; then
-      printf '%-15s running (pid %s)\n' "$name" "$(cat "$STATE/$name.pid")"
+      printf '%-17s running (pid %s)\n' "$name" "$(cat "$STATE/$name.pid")"
     else
-      printf '%-15s stopped\n' "$name"
-      [[ "$name" == kube-scheduler ]] || rc=3
+      printf '%-17s stopped\n' "$name"
+      [[ "$name" == kube-scheduler || "$name" == scheduler-plugins ]] || rc=3
     fi
   done
   if apiserver_ready; then
@@ -567,6 +732,9 @@ main() {
     status) cmd_status "$@" ;;
     scheduler-up) cmd_scheduler_up "$@" ;;
     scheduler-down) cmd_scheduler_down "$@" ;;
+    install-coscheduling) cmd_install_coscheduling "$@" ;;
+    coscheduling-up) cmd_coscheduling_up "$@" ;;
+    coscheduling-down) cmd_coscheduling_down "$@" ;;
     -h | --help | help) usage ;;
     "") usage >&2; exit 2 ;;
     *) usage >&2; die "unknown command '$cmd'" ;;

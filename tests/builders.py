@@ -41,6 +41,8 @@ class PodBuilder:
         return self.req("memory", quantity)
 
     def gpus(self, count: int) -> PodBuilder:
+        # Extended resources need limit == request, or the API server refuses the pod.
+        self._main.setdefault("resources", {}).setdefault("limits", {})["nvidia.com/gpu"] = count
         return self.req("nvidia.com/gpu", count)
 
     def label(self, key: str, value: str) -> PodBuilder:

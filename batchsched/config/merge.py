@@ -86,12 +86,29 @@ class PluginResolver:
                 )
                 for point in POINTS
             }
+        lists["queueSort"] = self._user_queue_sort_wins(lists.get("queueSort", []), plugins)
         weights = dict(self._default_weights)
         # An explicit score entry without a weight falls back to the user's multiPoint weight.
         weights.update((p.name, p.weight) for p in plugins.at(MULTI_POINT).enabled if p.weight)
         plan = {point: _weighted(point, got, weights) for point, got in lists.items() if got}
         self._check_required(plan, path)
         return plan
+
+    def _user_queue_sort_wins(
+        self, got: list[EnabledPlugin], plugins: PluginsV1beta2
+    ) -> list[EnabledPlugin]:
+        """Only one queueSort plugin can run: one the user enables replaces our default instead
+        of colliding with it (kube asks for an explicit disable; configs pasted from kube
+        guides enable PrioritySort without one, and our default is GangSort)."""
+        user = {p.name for p in plugins.at("queueSort").enabled_plugins()}
+        user |= {
+            p.name
+            for p in plugins.at(MULTI_POINT).enabled_plugins()
+            if "queueSort" in self.extension_points(p.name)
+        }
+        if len(got) > 1 and user:
+            return [p for p in got if p.name in user]
+        return got
 
     def _expand_multi_point(self, plugins: PluginsV1beta2) -> dict[str, list[EnabledPlugin]]:
         multi = plugins.at(MULTI_POINT)
@@ -172,7 +189,10 @@ class PluginResolver:
                     # kube ignores these too, but a typo here silently keeps a plugin running.
                     logger.warning(
                         "disabling a plugin that does not exist path=%s.%s.disabled[%d] plugin=%s",
-                        path, point, i, name,
+                        path,
+                        point,
+                        i,
+                        name,
                     )
         if issues:
             raise ConfigError(issues)

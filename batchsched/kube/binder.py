@@ -64,6 +64,17 @@ def _pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """What an Event is about, when it is not a pod (e.g. a PodGroup)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
 class KubeBinder:
     """Satisfies `batchsched.plugins.default_binder.BindingClient`."""
 
@@ -205,7 +216,7 @@ class EventRecorder:
         self._sequence = 0
 
     async def record(
-        self, regarding: PodView, type_: str, reason: str, action: str, note: str
+        self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
     ) -> None:
         key = (regarding.uid, type_, reason, action, note)
         now = self._clock.now()
@@ -224,7 +235,7 @@ class EventRecorder:
         async with series.lock:
             await self._create(series, regarding, type_, reason, action, note)
 
-    def _event_name(self, pod: PodView) -> str:
+    def _event_name(self, pod: PodView | ObjectRef) -> str:
         # Unique per recorder: the wall time in ns (as kube's recorders name Events) plus a
         # sequence number, so two Events in the same nanosecond cannot collide.
         self._sequence += 1
@@ -232,8 +243,19 @@ class EventRecorder:
         return pod.name[: _NAME_MAX - len(suffix)] + suffix
 
     async def _create(
-        self, series: _Series, pod: PodView, type_: str, reason: str, action: str, note: str
+        self,
+        series: _Series,
+        pod: PodView | ObjectRef,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
     ) -> None:
+        ref = (
+            pod
+            if isinstance(pod, ObjectRef)
+            else ObjectRef("v1", "Pod", pod.namespace, pod.name, pod.uid)
+        )
         body = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
@@ -246,18 +268,25 @@ class EventRecorder:
             "type": type_,
             "note": _truncate_utf8(note, _NOTE_MAX_BYTES),
             "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
+                "apiVersion": ref.api_version,
+                "kind": ref.kind,
+                "namespace": ref.namespace,
+                "name": ref.name,
+                "uid": ref.uid,
             },
         }
         path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events"
         try:
             await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
         except (ApiError, ApiUnavailable) as err:
-            log.warning("event create failed pod=%s reason=%s error=%s", pod.key, reason, err)
+            log.warning(
+                "event create failed kind=%s object=%s/%s reason=%s error=%s",
+                ref.kind,
+                ref.namespace,
+                ref.name,
+                reason,
+                err,
+            )
 
     async def _patch_series(self, series: _Series) -> bool:
         """False when the Event is gone (404): the caller creates a new one."""

@@ -16,6 +16,7 @@ from batchsched.plugins.balanced_allocation import (
     NodeResourcesBalancedAllocation,
 )
 from batchsched.plugins.default_binder import DefaultBinder
+from batchsched.plugins.gang_sort import GangSort
 from batchsched.plugins.image_locality import ImageLocality
 from batchsched.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
 from batchsched.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
@@ -32,6 +33,7 @@ from batchsched.plugins.taint_toleration import TaintToleration
 def builtin_specs() -> list[PluginBuilder]:
     return [
         PluginSpec("PrioritySort", PrioritySort, NoArgs),
+        PluginSpec("GangSort", GangSort, NoArgs),
         PluginSpec("SchedulingGates", SchedulingGates, NoArgs),
         PluginSpec("NodeUnschedulable", NodeUnschedulable, NoArgs),
         PluginSpec("NodeName", NodeName, NoArgs),
@@ -62,7 +64,9 @@ def _enabled(*names: str) -> list[EnabledPlugin]:
 # kube-scheduler's default plugins (v1.30+), limited to those we implement: volume plugins
 # are absent because batch pods here use no scheduler-managed volumes yet.
 DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
-    "queueSort": _enabled("PrioritySort"),
+    # GangSort, not kube's PrioritySort: a gang's members stay together in the queue (for a
+    # pod without a gang it orders by priority, then age, like PrioritySort by creation time).
+    "queueSort": _enabled("GangSort"),
     "preEnqueue": _enabled("SchedulingGates"),
     "preFilter": _enabled(
         "NodeName",

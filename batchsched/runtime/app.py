@@ -23,15 +23,19 @@ from batchsched.cache import SchedulerCache
 from batchsched.clock import SystemClock
 from batchsched.config import SchedulerConfig
 from batchsched.framework.profile import Profile
-from batchsched.kube.binder import EventRecorder, KubeBinder, PodStatusWriter
+from batchsched.gang.podgroup import parse_pod_group
+from batchsched.kube.binder import EventRecorder, KubeBinder, ObjectRef, PodStatusWriter
 from batchsched.kube.client import api_client
 from batchsched.kube.informer import NODES, PODS, PRIORITY_CLASSES, Informer, ResourceSpec
 from batchsched.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
+from batchsched.kube.podgroups import POD_GROUPS, PodGroupStatusWriter
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.node import parse_node
 from batchsched.model.pod import parse_pod
 from batchsched.model.priority_class import parse_priority_class
 from batchsched.plugins.default_binder import BindingClient, DefaultBinder
+from batchsched.plugins.gang_sort import attach_group_ages
+from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import NodeEvents, PodEvents, PriorityClassEvents
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.scheduler import Scheduler
@@ -89,6 +93,9 @@ class App:
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
         )
+        self.gangs = GangTracker(on_group_added=lambda: self.queue.move_all("PodGroupAdd"))
+        attach_group_ages(profiles, self.gangs)
+        self.group_status = PodGroupStatusWriter(api)
         self.scheduler = Scheduler(
             profiles,
             self.cache,
@@ -98,6 +105,7 @@ class App:
             self.metrics,
             clock,
             seed=options.seed,
+            gangs=self.gangs,
         )
         self.priority_classes = PriorityClassEvents()
         nodes = Informer(
@@ -108,7 +116,7 @@ class App:
             key=lambda n: n.name,
             on_invalid=self._invalid,
         )
-        self.pod_events = PodEvents(self.cache, self.queue, self.scheduler.admits)
+        self.pod_events = PodEvents(self.cache, self.queue, self.scheduler.admits, self.gangs)
         pods = Informer(
             api,
             PODS,
@@ -125,7 +133,15 @@ class App:
             key=lambda c: c.name,
             on_invalid=self._invalid,
         )
-        self.informers: list[Watching] = [nodes, pods, classes]
+        groups = Informer(
+            api,
+            POD_GROUPS,
+            parse_pod_group,
+            self.gangs,
+            key=lambda g: g.key,
+            on_invalid=self._invalid_group,
+        )
+        self.informers: list[Watching] = [nodes, pods, classes, groups]
         elect = config.leader_election.leader_elect
         if options.leader_elect is not None:
             elect = options.leader_elect
@@ -141,6 +157,30 @@ class App:
     def _invalid(self, raw: Mapping[str, object], err: Exception) -> None:
         kind = str(raw.get("kind") or "unknown")
         self.metrics.invalid_objects.labels(kind=kind).inc()
+
+    def _invalid_group(self, raw: Mapping[str, object], err: Exception) -> None:
+        """A malformed PodGroup: remembered (its members say why they wait), counted, and an
+        Event on the object itself."""
+        self._invalid(raw, err)
+        self.gangs.mark_invalid(raw, err)
+        meta = raw.get("metadata")
+        if isinstance(meta, Mapping):
+            ref = ObjectRef(
+                "scheduling.x-k8s.io/v1alpha1",
+                "PodGroup",
+                str(meta.get("namespace", "")),
+                str(meta.get("name", "")),
+                str(meta.get("uid", "")),
+            )
+            self.scheduler.spawn(
+                self.scheduler.events.record(
+                    ref,
+                    "Warning",
+                    "InvalidPodGroup",
+                    "Validating",
+                    f"PodGroup is not scheduled: {err}",
+                )
+            )
 
     def health(self) -> tuple[bool, str]:
         return self.elector.healthz() if self.elector is not None else (True, "ok")
@@ -208,11 +248,21 @@ class App:
             logger.info("waiting for leadership identity=%s", self.elector.identity)
             await self.elector.run(self.scheduler.run)
 
+    def _write_group_status(self) -> None:
+        dirty, self.gangs.dirty = self.gangs.dirty, set()
+        for key in dirty:
+            group = self.gangs.group(key)
+            if group is not None:
+                status = self.gangs.status_of(key, self.cache.snapshot)
+                self.scheduler.spawn(self.group_status.update(group, status))
+
     async def _housekeeping(self) -> None:
         last_summary = time.monotonic()
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             self.scheduler.expire_assumed()
+            self.scheduler.gang_cycle.expire(self.scheduler.clock.now())
+            self._write_group_status()
             self.metrics.set_pending({**self.queue.counts(), "gated": len(self.pod_events.gated)})
             snapshot = self.cache.snapshot
             self.metrics.set_cache_size(

@@ -14,6 +14,7 @@ from batchsched.cache import SchedulerCache
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.model.priority_class import PriorityClassView
+from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
 
 logger = logging.getLogger(__name__)
@@ -25,10 +26,15 @@ def _counts(pod: PodView) -> bool:
 
 class PodEvents:
     def __init__(
-        self, cache: SchedulerCache, queue: SchedulingQueue, admits: Callable[[PodView], bool]
+        self,
+        cache: SchedulerCache,
+        queue: SchedulingQueue,
+        admits: Callable[[PodView], bool],
+        gangs: GangTracker | None = None,
     ) -> None:
         self.cache = cache
         self.queue = queue
+        self.gangs = gangs if gangs is not None else GangTracker()
         self.admits = admits  # ours, and past the profile's PreEnqueue plugins (e.g. gates)
         self.gated: set[str] = set()  # uids of our pending pods that PreEnqueue holds back
 
@@ -44,12 +50,14 @@ class PodEvents:
         return False
 
     def on_add(self, pod: PodView) -> None:
+        self.gangs.note_pod(pod)
         if _counts(pod):
             self.cache.add_pod(pod)
         elif self._pending_ours(pod):
             self.queue.add(pod)
 
     def on_update(self, old: PodView, new: PodView) -> None:
+        self.gangs.note_pod(new)
         if _counts(new):
             if _counts(old):
                 self.cache.update_pod(old, new)
@@ -69,6 +77,7 @@ class PodEvents:
 
     def on_delete(self, pod: PodView) -> None:
         self.gated.discard(pod.uid)
+        self.gangs.forget_pod(pod)
         if _counts(pod):
             self.cache.remove_pod(pod)
             self.queue.move_all("AssignedPodDelete")

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import heapq
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from batchsched.clock import Clock
@@ -181,6 +181,22 @@ class SchedulingQueue:
             self._in_flight[uid] = _Flight(ranked.qp.pod)
             return dataclasses.replace(ranked.qp, attempts=ranked.qp.attempts + 1)
         return None
+
+    def take(self, uids: Iterable[str]) -> list[QueuedPod]:
+        """Pop these pods wherever they wait (a gang's other members join its cycle); they are
+        in flight afterwards, exactly as if `pop_ready` had returned them."""
+        taken = []
+        for uid in uids:
+            found: _Ranked | _Timed | None = None
+            for where in (self._active, self._backoff, self._unschedulable):
+                found = where.pop(uid, None)
+                if found is not None:
+                    break
+            if found is None:
+                continue
+            self._in_flight[uid] = _Flight(found.qp.pod)
+            taken.append(dataclasses.replace(found.qp, attempts=found.qp.attempts + 1))
+        return taken
 
     async def pop(self) -> QueuedPod:
         """Wait for the next pod to try: woken by add/move, or timed to the next expiry."""

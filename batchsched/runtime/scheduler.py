@@ -26,8 +26,12 @@ from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner, ScheduleResult
 from batchsched.framework.status import Code, Status, is_ok
+from batchsched.gang.podgroup import pod_group_of
+from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
+from batchsched.runtime.gang_cycle import GangCycle
+from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
 
 logger = logging.getLogger(__name__)
@@ -39,7 +43,7 @@ class StatusWriter(Protocol):
 
 class Recorder(Protocol):
     async def record(
-        self, regarding: PodView, type_: str, reason: str, action: str, note: str
+        self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
     ) -> None: ...
 
 
@@ -68,6 +72,7 @@ class Scheduler:
         *,
         seed: int = 0,
         bind_concurrency: int = 128,
+        gangs: GangTracker | None = None,
     ) -> None:
         self.profiles = profiles
         self.cache = cache
@@ -78,6 +83,8 @@ class Scheduler:
         self.clock = clock
         self.counts = CycleCounts()
         self._runners = {name: ProfileRunner(p, seed) for name, p in profiles.items()}
+        self.gangs = gangs if gangs is not None else GangTracker()
+        self.gang_cycle = GangCycle(self)
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -102,10 +109,17 @@ class Scheduler:
         finally:
             await self.drain()
 
+    def runner_for(self, pod: PodView) -> ProfileRunner:
+        return self._runners[pod.scheduler_name]
+
     def schedule_one(self, queued: QueuedPod) -> None:
         pod = queued.pod
         if self.queue.was_deleted(pod.uid) or pod.node_name:
             self.queue.done(pod.uid)
+            return
+        gang = pod_group_of(pod)
+        if gang is not None:
+            self.gang_cycle.run(queued, gang)
             return
         runner = self._runners[pod.scheduler_name]
         cycle = self.queue.scheduling_cycle()
@@ -115,12 +129,12 @@ class Scheduler:
         self.counts.attempts += 1
         if result.placed and result.node_name is not None:
             self.cache.assume(pod, result.node_name)
-            self._observe("scheduled", runner, elapsed)
+            self.observe("scheduled", runner, elapsed)
             self.counts.scheduled += 1
-            self._spawn(self._bind(queued, runner, result))
+            self.spawn(self.bind(queued, runner, result))
             return
         outcome = "error" if result.status.code is Code.ERROR else "unschedulable"
-        self._observe(outcome, runner, elapsed)
+        self.observe(outcome, runner, elapsed)
         message = result.message()
         if outcome == "error":
             self.counts.errors += 1
@@ -130,14 +144,17 @@ class Scheduler:
             self.counts.unschedulable += 1
             logger.debug("unschedulable pod=%s reason=%s", pod.key, message)
             self.queue.requeue_unschedulable(queued, cycle)
-        self._spawn(self._report_failure(pod, message))
+        self.report_failure(pod, message)
 
-    def _observe(self, result: str, runner: ProfileRunner, seconds: float) -> None:
+    def report_failure(self, pod: PodView, message: str) -> None:
+        self.spawn(self._report_failure(pod, message))
+
+    def observe(self, result: str, runner: ProfileRunner, seconds: float) -> None:
         profile = runner.profile.scheduler_name
         self.metrics.schedule_attempts.labels(result=result, profile=profile).inc()
         self.metrics.attempt_duration.labels(result=result, profile=profile).observe(seconds)
 
-    async def _bind(self, queued: QueuedPod, runner: ProfileRunner, result: ScheduleResult) -> None:
+    async def bind(self, queued: QueuedPod, runner: ProfileRunner, result: ScheduleResult) -> None:
         pod, node = queued.pod, result.node_name
         assert node is not None
         async with self._bind_slots:
@@ -183,7 +200,7 @@ class Scheduler:
         await self.status.mark_unschedulable(pod, message)
         await self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
 
-    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+    def spawn(self, work: Coroutine[object, object, None]) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)

@@ -109,17 +109,19 @@ class Fifo:
         return a.enqueued_at < b.enqueued_at
 
 
-REGISTRY = Registry([
-    PluginSpec("PrioritySort", PrioritySort, NoArgs),
-    PluginSpec("SchedulingGates", SchedulingGates, NoArgs),
-    PluginSpec("NodeUnschedulable", NodeUnschedulable, NoArgs),
-    PluginSpec("NodeName", NodeName, NoArgs),
-    PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
-    PluginSpec("Packing", Packing, PackingArgs),
-    PluginSpec("Prefer", Prefer, PreferArgs),
-    PluginSpec("GpuFilter", GpuFilter, GpuArgs),
-    PluginSpec("Fifo", Fifo, NoArgs),
-])
+REGISTRY = Registry(
+    [
+        PluginSpec("PrioritySort", PrioritySort, NoArgs),
+        PluginSpec("SchedulingGates", SchedulingGates, NoArgs),
+        PluginSpec("NodeUnschedulable", NodeUnschedulable, NoArgs),
+        PluginSpec("NodeName", NodeName, NoArgs),
+        PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
+        PluginSpec("Packing", Packing, PackingArgs),
+        PluginSpec("Prefer", Prefer, PreferArgs),
+        PluginSpec("GpuFilter", GpuFilter, GpuArgs),
+        PluginSpec("Fifo", Fifo, NoArgs),
+    ]
+)
 DEFAULTS = {
     "queueSort": [EnabledPlugin("PrioritySort")],
     "preEnqueue": [EnabledPlugin("SchedulingGates")],
@@ -159,16 +161,31 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
     plugins = config.profile("custom-scheduler").describe()
     assert plugins["queueSort"] == ["PrioritySort"]
     assert plugins["preFilter"] == [
-        "NodeName", "NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread",
+        "NodeName",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
         "InterPodAffinity",
     ]
     assert plugins["filter"] == [
-        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-        "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ]
     assert plugins["score"] == [
-        "TaintToleration:3", "NodeAffinity:2", "NodeResourcesFit:1", "PodTopologySpread:2",
-        "InterPodAffinity:2", "NodeResourcesBalancedAllocation:1", "ImageLocality:1",
+        "TaintToleration:3",
+        "NodeAffinity:2",
+        "NodeResourcesFit:1",
+        "PodTopologySpread:2",
+        "InterPodAffinity:2",
+        "NodeResourcesBalancedAllocation:1",
+        "ImageLocality:1",
     ]
     assert plugins["bind"] == ["DefaultBinder"]
     assert config.build_profiles()["custom-scheduler"].describe()["score"] == plugins["score"]
@@ -178,16 +195,31 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
     config = load_config(str(DATA / "v1beta3_reconfigure_defaults.yaml"))
     plugins = config.profile("custom-scheduler").describe()
     assert plugins["filter"] == [
-        "NodeResourcesFit", "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
-        "NodePorts", "PodTopologySpread", "InterPodAffinity",
+        "NodeResourcesFit",
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ]
     assert plugins["score"] == [
-        "NodeResourcesFit:1", "TaintToleration:3", "NodeAffinity:2", "PodTopologySpread:2",
-        "InterPodAffinity:2", "NodeResourcesBalancedAllocation:1", "ImageLocality:1",
+        "NodeResourcesFit:1",
+        "TaintToleration:3",
+        "NodeAffinity:2",
+        "PodTopologySpread:2",
+        "InterPodAffinity:2",
+        "NodeResourcesBalancedAllocation:1",
+        "ImageLocality:1",
     ]
     assert plugins["preScore"] == [
-        "TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
-        "NodeResourcesBalancedAllocation", "ImageLocality",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "NodeResourcesBalancedAllocation",
+        "ImageLocality",
     ]
     assert "InterPodAffinity" in plugins["preFilter"]
     assert set(config.build_profiles()) == {"custom-scheduler"}
@@ -200,9 +232,10 @@ def test_v1_unknown_plugin_fails_naming_its_path_and_the_known_plugins() -> None
     message = str(caught.value)
     assert message.startswith(
         f'{path}: profiles[0].plugins.score.enabled[0].name: unknown plugin "GPUPriorityPlugin"; '
-        "known plugins: DefaultBinder, ImageLocality, InterPodAffinity,"
+        "known plugins: DefaultBinder, GangSort, "
     )
-    assert "PrioritySort" in message
+    for name in ("ImageLocality", "InterPodAffinity", "NodeResourcesFit", "PrioritySort"):
+        assert name in message
     assert caught.value.issues[0].path == "profiles[0].plugins.score.enabled[0].name"
 
 
@@ -221,63 +254,130 @@ def test_default_config_is_one_gpu_scheduler_profile_with_the_builtin_defaults()
         for point, plugins in DEFAULT_PLUGINS.items()
     }
     assert config.profiles[0].describe() == expected
-    assert config.build_profiles()["gpu-scheduler"].queue_sort.name == "PrioritySort"
+    assert config.build_profiles()["gpu-scheduler"].queue_sort.name == "GangSort"
+
+
+def test_a_queue_sort_plugin_the_user_enables_replaces_the_default_one() -> None:
+    config = load_config(
+        profile_yaml("v1beta2", "plugins: {queueSort: {enabled: [{name: Fifo}]}}"),
+        registry=REGISTRY,
+        defaults=DEFAULTS,
+    )
+    assert config.build_profiles(REGISTRY)["p"].queue_sort.name == "Fifo"
 
 
 # Merge semantics on the small registry.
 
 MERGES = [
-    ("v1beta2", "plugins: {filter: {disabled: [{name: '*'}], enabled: [{name: GpuFilter}]}}",
-     {"filter": ["GpuFilter"], "preFilter": ["Packing"]}),
-    ("v1beta2", "plugins: {filter: {disabled: [{name: NodeName}]}}",
-     {"filter": ["NodeUnschedulable", "Packing"]}),
-    ("v1beta2", "plugins: {score: {enabled: [{name: Packing, weight: 5}]}}",
-     {"score": ["Packing:5", "Prefer:2"]}),
-    ("v1beta2", "plugins: {filter: {enabled: [{name: NodeName}, {name: NodeUnschedulable}]}}",
-     {"filter": ["NodeUnschedulable", "NodeName", "Packing"]}),
-    ("v1beta2",
-     "plugins: {filter: {disabled: [{name: NodeUnschedulable}], "
-     "enabled: [{name: NodeUnschedulable}]}}",
-     {"filter": ["NodeName", "Packing", "NodeUnschedulable"]}),
-    ("v1beta2", "plugins: {filter: {enabled: [{name: GpuFilter}]}}",
-     {"filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"]}),
-    ("v1beta2", "plugins: {score: {enabled: [{name: Prefer}, {name: GpuFilter}]}}",
-     {"score": ["Packing:1", "Prefer:2", "GpuFilter:1"]}),
-    ("v1", "plugins: {multiPoint: {enabled: [{name: GpuFilter, weight: 4}]}}",
-     {"filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"],
-      "score": ["Packing:1", "Prefer:2", "GpuFilter:4"], "preFilter": ["Packing"]}),
-    ("v1",
-     "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}, "
-     "score: {disabled: [{name: GpuFilter}]}}",
-     {"filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"],
-      "score": ["Packing:1", "Prefer:2"]}),
-    ("v1",
-     "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}, "
-     "filter: {disabled: [{name: '*'}], enabled: [{name: NodeName}]}}",
-     {"filter": ["NodeName"], "score": ["Packing:1", "Prefer:2", "GpuFilter:1"]}),
-    ("v1", "plugins: {score: {enabled: [{name: Prefer, weight: 5}]}}",
-     {"score": ["Prefer:5", "Packing:1"]}),
-    ("v1", "plugins: {score: {enabled: [{name: GpuFilter}, {name: Prefer}]}}",
-     {"score": ["Prefer:2", "Packing:1", "GpuFilter:1"]}),
-    ("v1",
-     "plugins: {multiPoint: {enabled: [{name: GpuFilter, weight: 4}]}, "
-     "score: {enabled: [{name: GpuFilter, weight: 9}]}}",
-     {"score": ["GpuFilter:9", "Packing:1", "Prefer:2"]}),
-    ("v1",
-     "plugins: {multiPoint: {enabled: [{name: GpuFilter, weight: 4}]}, "
-     "score: {enabled: [{name: GpuFilter}]}}",
-     {"score": ["GpuFilter:4", "Packing:1", "Prefer:2"]}),
-    ("v1",
-     "plugins: {multiPoint: {disabled: [{name: '*'}], "
-     "enabled: [{name: PrioritySort}, {name: GpuFilter}, {name: DefaultBinder}]}}",
-     {"filter": ["GpuFilter"], "score": ["GpuFilter:1"], "queueSort": ["PrioritySort"],
-      "bind": ["DefaultBinder"], "preFilter": None, "preScore": None}),
-    ("v1", "plugins: {multiPoint: {enabled: [{name: Packing, weight: 3}]}}",
-     {"score": ["Packing:3", "Prefer:2"], "filter": ["NodeUnschedulable", "NodeName", "Packing"]}),
-    ("v1beta3",
-     "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}, "
-     "preFilter: {disabled: [{name: '*'}]}}",
-     {"filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"], "preFilter": None}),
+    (
+        "v1beta2",
+        "plugins: {filter: {disabled: [{name: '*'}], enabled: [{name: GpuFilter}]}}",
+        {"filter": ["GpuFilter"], "preFilter": ["Packing"]},
+    ),
+    (
+        "v1beta2",
+        "plugins: {filter: {disabled: [{name: NodeName}]}}",
+        {"filter": ["NodeUnschedulable", "Packing"]},
+    ),
+    (
+        "v1beta2",
+        "plugins: {score: {enabled: [{name: Packing, weight: 5}]}}",
+        {"score": ["Packing:5", "Prefer:2"]},
+    ),
+    (
+        "v1beta2",
+        "plugins: {filter: {enabled: [{name: NodeName}, {name: NodeUnschedulable}]}}",
+        {"filter": ["NodeUnschedulable", "NodeName", "Packing"]},
+    ),
+    (
+        "v1beta2",
+        "plugins: {filter: {disabled: [{name: NodeUnschedulable}], "
+        "enabled: [{name: NodeUnschedulable}]}}",
+        {"filter": ["NodeName", "Packing", "NodeUnschedulable"]},
+    ),
+    (
+        "v1beta2",
+        "plugins: {filter: {enabled: [{name: GpuFilter}]}}",
+        {"filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"]},
+    ),
+    (
+        "v1beta2",
+        "plugins: {score: {enabled: [{name: Prefer}, {name: GpuFilter}]}}",
+        {"score": ["Packing:1", "Prefer:2", "GpuFilter:1"]},
+    ),
+    (
+        "v1",
+        "plugins: {multiPoint: {enabled: [{name: GpuFilter, weight: 4}]}}",
+        {
+            "filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"],
+            "score": ["Packing:1", "Prefer:2", "GpuFilter:4"],
+            "preFilter": ["Packing"],
+        },
+    ),
+    (
+        "v1",
+        "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}, "
+        "score: {disabled: [{name: GpuFilter}]}}",
+        {
+            "filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"],
+            "score": ["Packing:1", "Prefer:2"],
+        },
+    ),
+    (
+        "v1",
+        "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}, "
+        "filter: {disabled: [{name: '*'}], enabled: [{name: NodeName}]}}",
+        {"filter": ["NodeName"], "score": ["Packing:1", "Prefer:2", "GpuFilter:1"]},
+    ),
+    (
+        "v1",
+        "plugins: {score: {enabled: [{name: Prefer, weight: 5}]}}",
+        {"score": ["Prefer:5", "Packing:1"]},
+    ),
+    (
+        "v1",
+        "plugins: {score: {enabled: [{name: GpuFilter}, {name: Prefer}]}}",
+        {"score": ["Prefer:2", "Packing:1", "GpuFilter:1"]},
+    ),
+    (
+        "v1",
+        "plugins: {multiPoint: {enabled: [{name: GpuFilter, weight: 4}]}, "
+        "score: {enabled: [{name: GpuFilter, weight: 9}]}}",
+        {"score": ["GpuFilter:9", "Packing:1", "Prefer:2"]},
+    ),
+    (
+        "v1",
+        "plugins: {multiPoint: {enabled: [{name: GpuFilter, weight: 4}]}, "
+        "score: {enabled: [{name: GpuFilter}]}}",
+        {"score": ["GpuFilter:4", "Packing:1", "Prefer:2"]},
+    ),
+    (
+        "v1",
+        "plugins: {multiPoint: {disabled: [{name: '*'}], "
+        "enabled: [{name: PrioritySort}, {name: GpuFilter}, {name: DefaultBinder}]}}",
+        {
+            "filter": ["GpuFilter"],
+            "score": ["GpuFilter:1"],
+            "queueSort": ["PrioritySort"],
+            "bind": ["DefaultBinder"],
+            "preFilter": None,
+            "preScore": None,
+        },
+    ),
+    (
+        "v1",
+        "plugins: {multiPoint: {enabled: [{name: Packing, weight: 3}]}}",
+        {
+            "score": ["Packing:3", "Prefer:2"],
+            "filter": ["NodeUnschedulable", "NodeName", "Packing"],
+        },
+    ),
+    (
+        "v1beta3",
+        "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}, "
+        "preFilter: {disabled: [{name: '*'}]}}",
+        {"filter": ["NodeUnschedulable", "NodeName", "Packing", "GpuFilter"], "preFilter": None},
+    ),
 ]
 
 
@@ -313,77 +413,135 @@ def test_plugin_sets_merge_like_kube(
 
 
 ERRORS = [
-    (profile_yaml("v1", "plugins: {score: {enabled: [{name: Prefer, weight: 101}]}}"),
-     "profiles[0].plugins.score.enabled[0].weight: input should be less than or equal to 100, "
-     "got 101"),
-    (profile_yaml("v1", "plugins: {score: {enabled: [{name: Prefer, weight: -1}]}}"),
-     "profiles[0].plugins.score.enabled[0].weight: input should be greater than or equal to 0"),
-    (profile_yaml("v1", "plugins: {score: {enabeld: [{name: Prefer}]}}"),
-     'profiles[0].plugins.score.enabeld: unknown field "enabeld"; did you mean "enabled"?'),
-    (profile_yaml("v1", "color: blue"),
-     'profiles[0].color: unknown field "color"; known fields: schedulerName, plugins, '
-     "pluginConfig, percentageOfNodesToScore"),
-    (profile_yaml("v1", "pluginConfig: [{name: Packing, args: {scoringStrategy: {type: Nope}}}]"),
-     "profiles[0].pluginConfig[0].args.scoringStrategy.type: input should be 'LeastAllocated' "
-     "or 'MostAllocated', got \"Nope\""),
-    (profile_yaml("v1", "pluginConfig: [{name: GpuFilter, args: {gpuWieght: 3}}]"),
-     'profiles[0].pluginConfig[0].args.gpuWieght: unknown field "gpuWieght"'),
-    (profile_yaml("v1", "pluginConfig: [{name: Packing, args: {kind: NodeResourcesFitArgs}}]"),
-     'profiles[0].pluginConfig[0].args.kind: must be "PackingArgs", got "NodeResourcesFitArgs"'),
-    (profile_yaml("v1", "pluginConfig: [{name: Packing}, {name: Packing}]"),
-     'profiles[0].pluginConfig[1].name: duplicate config for plugin "Packing" '
-     "(also pluginConfig[0])"),
-    (profile_yaml("v1beta2", "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}}"),
-     'profiles[0].plugins.multiPoint: unknown field "multiPoint": multiPoint needs apiVersion '
-     "kubescheduler.config.k8s.io/v1beta3 or kubescheduler.config.k8s.io/v1"),
-    (profile_yaml("v1beta2", "percentageOfNodesToScore: 30"),
-     'profiles[0].percentageOfNodesToScore: unknown field "percentageOfNodesToScore"'),
-    (profile_yaml("v1", "") + "healthzBindAddress: 0.0.0.0:10251\n",
-     'healthzBindAddress: unknown field "healthzBindAddress": removed after '
-     "kubescheduler.config.k8s.io/v1beta2"),
-    (profile_yaml("v1", "") + "- schedulerName: p\n",
-     'profiles[1].schedulerName: duplicate scheduler name "p" (also profiles[0])'),
-    (profile_yaml("v1", "plugins: {filter: {enabled: [{name: GpuFilter}, {name: GpuFilter}]}}"),
-     'profiles[0].plugins.filter.enabled[1].name: plugin "GpuFilter" is enabled twice '
-     "(also at enabled[0])"),
-    (profile_yaml("v1", "plugins: {filter: {enabled: [{name: Prefer}]}}"),
-     'profiles[0].plugins.filter.enabled[0].name: plugin "Prefer" does not implement the filter '
-     "extension point; it implements: preScore, score"),
-    (profile_yaml("v1", "plugins: {queueSort: {disabled: [{name: '*'}]}}"),
-     "profiles[0].plugins.queueSort: exactly one queueSort plugin must be enabled, found: none"),
-    (profile_yaml("v1beta2", "plugins: {queueSort: {enabled: [{name: Fifo}]}}"),
-     "profiles[0].plugins.queueSort: exactly one queueSort plugin must be enabled, "
-     "found: PrioritySort, Fifo"),
-    (profile_yaml("v1", "") + "- schedulerName: q\n  plugins: {multiPoint: {"
-     "disabled: [{name: PrioritySort}], enabled: [{name: Fifo}]}}\n",
-     'profiles[1].plugins.queueSort: must be the same for all profiles: profiles[0] uses '
-     '"PrioritySort", this one "Fifo"'),
-    (profile_yaml("v1", "plugins: {bind: {disabled: [{name: DefaultBinder}]}}"),
-     "profiles[0].plugins.bind: at least one bind plugin is needed"),
-    (profile_yaml("v1", "") + "percentageOfNodesToScore: 101\n",
-     "percentageOfNodesToScore: input should be less than or equal to 100, got 101"),
-    (profile_yaml("v1", "") + "parallelism: '16'\n",
-     'parallelism: input should be a valid integer, got "16"'),
-    (profile_yaml("v1", "") + "podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n",
-     "podMaxBackoffSeconds: must be at least podInitialBackoffSeconds (5), got 2"),
-    (profile_yaml("v1", "") + "leaderElection: {leaseDuration: 10s, renewDeadline: 10s}\n",
-     "leaderElection: renewDeadline must be less than leaseDuration"),
-    (profile_yaml("v1", "") + "leaderElection: {resourceLock: endpoints}\n",
-     'leaderElection: resourceLock must be "leases"'),
-    (profile_yaml("v1", "") + "leaderElection: {leaseDuration: 15 seconds}\n",
-     'leaderElection.leaseDuration: expected a duration such as "15s", "1m30s" or "500ms", '
-     "got '15 seconds'"),
-    ("apiVersion: kubescheduler.config.k8s.io/v1alpha1\nkind: KubeSchedulerConfiguration\n",
-     'apiVersion: unsupported apiVersion "kubescheduler.config.k8s.io/v1alpha1"; supported: '
-     "kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3, "
-     "kubescheduler.config.k8s.io/v1beta2"),
-    ("apiVersion: v1\nkind: Pod\n",
-     'kind: unsupported kind "Pod"; expected "KubeSchedulerConfiguration"'),
+    (
+        profile_yaml("v1", "plugins: {score: {enabled: [{name: Prefer, weight: 101}]}}"),
+        "profiles[0].plugins.score.enabled[0].weight: input should be less than or equal to 100, "
+        "got 101",
+    ),
+    (
+        profile_yaml("v1", "plugins: {score: {enabled: [{name: Prefer, weight: -1}]}}"),
+        "profiles[0].plugins.score.enabled[0].weight: input should be greater than or equal to 0",
+    ),
+    (
+        profile_yaml("v1", "plugins: {score: {enabeld: [{name: Prefer}]}}"),
+        'profiles[0].plugins.score.enabeld: unknown field "enabeld"; did you mean "enabled"?',
+    ),
+    (
+        profile_yaml("v1", "color: blue"),
+        'profiles[0].color: unknown field "color"; known fields: schedulerName, plugins, '
+        "pluginConfig, percentageOfNodesToScore",
+    ),
+    (
+        profile_yaml(
+            "v1", "pluginConfig: [{name: Packing, args: {scoringStrategy: {type: Nope}}}]"
+        ),
+        "profiles[0].pluginConfig[0].args.scoringStrategy.type: input should be 'LeastAllocated' "
+        "or 'MostAllocated', got \"Nope\"",
+    ),
+    (
+        profile_yaml("v1", "pluginConfig: [{name: GpuFilter, args: {gpuWieght: 3}}]"),
+        'profiles[0].pluginConfig[0].args.gpuWieght: unknown field "gpuWieght"',
+    ),
+    (
+        profile_yaml("v1", "pluginConfig: [{name: Packing, args: {kind: NodeResourcesFitArgs}}]"),
+        'profiles[0].pluginConfig[0].args.kind: must be "PackingArgs", got "NodeResourcesFitArgs"',
+    ),
+    (
+        profile_yaml("v1", "pluginConfig: [{name: Packing}, {name: Packing}]"),
+        'profiles[0].pluginConfig[1].name: duplicate config for plugin "Packing" '
+        "(also pluginConfig[0])",
+    ),
+    (
+        profile_yaml("v1beta2", "plugins: {multiPoint: {enabled: [{name: GpuFilter}]}}"),
+        'profiles[0].plugins.multiPoint: unknown field "multiPoint": multiPoint needs apiVersion '
+        "kubescheduler.config.k8s.io/v1beta3 or kubescheduler.config.k8s.io/v1",
+    ),
+    (
+        profile_yaml("v1beta2", "percentageOfNodesToScore: 30"),
+        'profiles[0].percentageOfNodesToScore: unknown field "percentageOfNodesToScore"',
+    ),
+    (
+        profile_yaml("v1", "") + "healthzBindAddress: 0.0.0.0:10251\n",
+        'healthzBindAddress: unknown field "healthzBindAddress": removed after '
+        "kubescheduler.config.k8s.io/v1beta2",
+    ),
+    (
+        profile_yaml("v1", "") + "- schedulerName: p\n",
+        'profiles[1].schedulerName: duplicate scheduler name "p" (also profiles[0])',
+    ),
+    (
+        profile_yaml("v1", "plugins: {filter: {enabled: [{name: GpuFilter}, {name: GpuFilter}]}}"),
+        'profiles[0].plugins.filter.enabled[1].name: plugin "GpuFilter" is enabled twice '
+        "(also at enabled[0])",
+    ),
+    (
+        profile_yaml("v1", "plugins: {filter: {enabled: [{name: Prefer}]}}"),
+        'profiles[0].plugins.filter.enabled[0].name: plugin "Prefer" does not implement the filter '
+        "extension point; it implements: preScore, score",
+    ),
+    (
+        profile_yaml("v1", "plugins: {queueSort: {disabled: [{name: '*'}]}}"),
+        "profiles[0].plugins.queueSort: exactly one queueSort plugin must be enabled, found: none",
+    ),
+    (
+        profile_yaml(
+            "v1beta2", "plugins: {queueSort: {enabled: [{name: PrioritySort}, {name: Fifo}]}}"
+        ),
+        "profiles[0].plugins.queueSort: exactly one queueSort plugin must be enabled, "
+        "found: PrioritySort, Fifo",
+    ),
+    (
+        profile_yaml("v1", "") + "- schedulerName: q\n  plugins: {multiPoint: {"
+        "disabled: [{name: PrioritySort}], enabled: [{name: Fifo}]}}\n",
+        "profiles[1].plugins.queueSort: must be the same for all profiles: profiles[0] uses "
+        '"PrioritySort", this one "Fifo"',
+    ),
+    (
+        profile_yaml("v1", "plugins: {bind: {disabled: [{name: DefaultBinder}]}}"),
+        "profiles[0].plugins.bind: at least one bind plugin is needed",
+    ),
+    (
+        profile_yaml("v1", "") + "percentageOfNodesToScore: 101\n",
+        "percentageOfNodesToScore: input should be less than or equal to 100, got 101",
+    ),
+    (
+        profile_yaml("v1", "") + "parallelism: '16'\n",
+        'parallelism: input should be a valid integer, got "16"',
+    ),
+    (
+        profile_yaml("v1", "") + "podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n",
+        "podMaxBackoffSeconds: must be at least podInitialBackoffSeconds (5), got 2",
+    ),
+    (
+        profile_yaml("v1", "") + "leaderElection: {leaseDuration: 10s, renewDeadline: 10s}\n",
+        "leaderElection: renewDeadline must be less than leaseDuration",
+    ),
+    (
+        profile_yaml("v1", "") + "leaderElection: {resourceLock: endpoints}\n",
+        'leaderElection: resourceLock must be "leases"',
+    ),
+    (
+        profile_yaml("v1", "") + "leaderElection: {leaseDuration: 15 seconds}\n",
+        'leaderElection.leaseDuration: expected a duration such as "15s", "1m30s" or "500ms", '
+        "got '15 seconds'",
+    ),
+    (
+        "apiVersion: kubescheduler.config.k8s.io/v1alpha1\nkind: KubeSchedulerConfiguration\n",
+        'apiVersion: unsupported apiVersion "kubescheduler.config.k8s.io/v1alpha1"; supported: '
+        "kubescheduler.config.k8s.io/v1, kubescheduler.config.k8s.io/v1beta3, "
+        "kubescheduler.config.k8s.io/v1beta2",
+    ),
+    (
+        "apiVersion: v1\nkind: Pod\n",
+        'kind: unsupported kind "Pod"; expected "KubeSchedulerConfiguration"',
+    ),
     ("", "no KubeSchedulerConfiguration found: the YAML is empty"),
     ("profiles: [", "invalid YAML: "),
     (profile_yaml("v1", "schedulerName: q"), "invalid YAML: duplicate key 'schedulerName'"),
-    ("missing.yaml",
-     'expected a KubeSchedulerConfiguration mapping, got "missing.yaml" (no such file)'),
+    (
+        "missing.yaml",
+        'expected a KubeSchedulerConfiguration mapping, got "missing.yaml" (no such file)',
+    ),
 ]
 
 
@@ -432,7 +590,8 @@ def test_errors_in_many_places_are_reported_together() -> None:
     with pytest.raises(ConfigError) as caught:
         load(text + "parallelism: 0\n")
     assert [issue.path for issue in caught.value.issues] == [
-        "parallelism", "profiles[0].plugins.score.enabled[0].weight",
+        "parallelism",
+        "profiles[0].plugins.score.enabled[0].weight",
     ]
 
 
@@ -523,7 +682,9 @@ def test_settings_take_kube_defaults_and_parse_go_durations() -> None:
     assert config.pod_max_backoff_seconds == 10
     election = config.leader_election
     assert (election.leader_elect, election.lease_duration, election.renew_deadline) == (
-        True, 15, 10,
+        True,
+        15,
+        10,
     )
     assert (election.resource_lock, election.resource_name) == ("leases", "gpu-scheduler")
     durations = "leaderElection: {leaseDuration: 1m30s, renewDeadline: 1500ms}\n"
@@ -555,32 +716,39 @@ def test_default_config_takes_the_registry_and_defaults_it_is_given() -> None:
 
 # End to end: the configured profile drives a scheduling cycle.
 
-E2E = profile_yaml("v1", """\
+E2E = profile_yaml(
+    "v1",
+    """\
     plugins:
       multiPoint: {enabled: [{name: GpuFilter}]}
       score: {enabled: [{name: Prefer, weight: 10}]}
     pluginConfig: [{name: Prefer, args: {value: silver}}]
-""")
+""",
+)
 
 
 def test_a_configured_profile_places_the_pod_on_the_preferred_gpu_node() -> None:
     profile = load(E2E).build_profiles()["p"]
-    snapshot = snapshot_of([
-        make_node("cordoned").label("gpu", "a100").label("tier", "silver").unschedulable(),
-        make_node("cpu-only").label("tier", "silver"),
-        make_node("gold").label("gpu", "a100").label("tier", "gold"),
-        make_node("silver").label("gpu", "a100").label("tier", "silver"),
-    ])
+    snapshot = snapshot_of(
+        [
+            make_node("cordoned").label("gpu", "a100").label("tier", "silver").unschedulable(),
+            make_node("cpu-only").label("tier", "silver"),
+            make_node("gold").label("gpu", "a100").label("tier", "gold"),
+            make_node("silver").label("gpu", "a100").label("tier", "silver"),
+        ]
+    )
     result = ProfileRunner(profile).schedule_one(make_pod("train").view(), snapshot)
     assert result.node_name == "silver"
 
 
 def test_a_configured_profile_aggregates_the_reasons_no_node_fits() -> None:
     profile = load(E2E).build_profiles()["p"]
-    snapshot = snapshot_of([
-        make_node("cordoned").label("gpu", "a100").unschedulable(),
-        make_node("cpu-only"),
-    ])
+    snapshot = snapshot_of(
+        [
+            make_node("cordoned").label("gpu", "a100").unschedulable(),
+            make_node("cpu-only"),
+        ]
+    )
     result = ProfileRunner(profile).schedule_one(make_pod("train").view(), snapshot)
     assert result.node_name is None
     assert result.message() == (

@@ -1,0 +1,128 @@
+"""The lean PodGroup view, parsed once from a scheduling.x-k8s.io/v1alpha1 PodGroup.
+
+The API is scheduler-plugins' (what Kubeflow's training operator, JobSet and KubeRay create).
+Parsing is strict where the scheduler must not guess: a PodGroup it cannot read is reported
+with the field and the value, and is not scheduled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from batchsched.model.errors import InvalidObject
+from batchsched.model.fields import FieldError, as_map, as_str, str_map, timestamp
+from batchsched.model.pod import PodView
+from batchsched.model.quantity import QuantityError
+from batchsched.model.resources import Resources
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "LEGACY_POD_GROUP_LABEL",
+    "PHASES",
+    "POD_GROUP_LABEL",
+    "PodGroupView",
+    "parse_pod_group",
+    "pod_group_of",
+]
+
+API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
+KIND: Final = "PodGroup"
+POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+# The label of scheduler-plugins releases before the API moved to x-k8s.io (v0.24 and older).
+LEGACY_POD_GROUP_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
+
+PENDING: Final = "Pending"
+SCHEDULING: Final = "Scheduling"
+SCHEDULED: Final = "Scheduled"
+RUNNING: Final = "Running"
+FINISHED: Final = "Finished"
+FAILED: Final = "Failed"
+PHASES: Final = (PENDING, SCHEDULING, SCHEDULED, RUNNING, FINISHED, FAILED)
+
+# The API declares minMember and scheduleTimeoutSeconds as int32.
+_MAX_INT32: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupView:
+    namespace: str
+    name: str
+    uid: str
+    min_member: int
+    min_resources: Resources
+    schedule_timeout_seconds: int | None  # None: the scheduler's configured default
+    creation_time: float
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        """namespace/name: what `pod_group_of` returns for its members."""
+        return f"{self.namespace}/{self.name}"
+
+    def __hash__(self) -> int:
+        # The label and annotation dicts are unhashable; identity is enough to hash by.
+        return hash((self.namespace, self.name, self.uid))
+
+
+def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
+    """Read a PodGroup as `kubectl get -o yaml` prints it; `InvalidObject` names the bad field.
+
+    minMember must be at least 1 (scheduler-plugins' own bound; our CRD lets 0 through so that
+    the scheduler, not the API server, tells the user), quantities must parse, and
+    scheduleTimeoutSeconds, when given, must not be negative.
+    """
+    meta = as_map(obj.get("metadata"), "metadata")
+    name = str(meta.get("name", "")) or "<unnamed>"
+    namespace = str(meta.get("namespace") or "default")
+    try:
+        spec = as_map(obj.get("spec"), "spec")
+        return PodGroupView(
+            namespace=namespace,
+            name=name,
+            uid=as_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
+            min_member=_int32(spec.get("minMember"), "spec.minMember", minimum=1),
+            min_resources=Resources.parse(
+                as_map(spec.get("minResources"), "spec.minResources"), "spec.minResources"
+            ),
+            schedule_timeout_seconds=_optional_int32(
+                spec.get("scheduleTimeoutSeconds"), "spec.scheduleTimeoutSeconds", minimum=0
+            ),
+            creation_time=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+            labels=str_map(meta.get("labels"), "metadata.labels"),
+            annotations=str_map(meta.get("annotations"), "metadata.annotations"),
+        )
+    except FieldError as err:
+        raise InvalidObject(KIND, f"{namespace}/{name}", err.field, err.message) from err
+    except QuantityError as err:
+        message = f"invalid quantity {err.value!r}: {err.why}"
+        raise InvalidObject(KIND, f"{namespace}/{name}", err.field, message) from err
+
+
+def _int32(value: object, field: str, *, minimum: int) -> int:
+    # Strict, as the API server's schema is: "3" (a string) is not an integer here.
+    if value is None:
+        raise FieldError(field, f"required: an integer of at least {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(field, f"expected an integer, got {value!r}")
+    if value < minimum:
+        raise FieldError(field, f"must be at least {minimum}, got {value}")
+    if value > _MAX_INT32:
+        raise FieldError(field, f"must be at most {_MAX_INT32}, got {value}")
+    return value
+
+
+def _optional_int32(value: object, field: str, *, minimum: int) -> int | None:
+    return None if value is None else _int32(value, field, minimum=minimum)
+
+
+def pod_group_of(pod: PodView) -> str | None:
+    """The "namespace/name" of the pod's PodGroup, from its labels; None if it joins none.
+
+    The current label wins over the legacy one; a PodGroup is always in the pod's namespace.
+    """
+    name = pod.labels.get(POD_GROUP_LABEL) or pod.labels.get(LEGACY_POD_GROUP_LABEL)
+    return f"{pod.namespace}/{name}" if name else None

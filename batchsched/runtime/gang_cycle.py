@@ -1,0 +1,194 @@
+"""The live gang cycle: a member comes up, its whole gang is placed or none of it is.
+
+Steps, for the member popped from the queue:
+  1. find its PodGroup (missing or invalid: the pod waits, with an Event saying why);
+  2. take the gang's other pending members out of the queue into this cycle;
+  3. run the pure `schedule_gang` on the snapshot, with the reservations of every waiting gang
+     offered up for release (the no-deadlock rule);
+  4. BIND: bind the reserved and new members together; WAIT: hold the reservations until the
+     quorum arrives or scheduleTimeoutSeconds passes; REJECT: requeue every member and say why;
+  5. release the gangs whose reservations gave way, sending their members back to the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.runner import ProfileRunner
+from batchsched.gang.core import GangDecision, GangRequest, Outcome, schedule_gang
+from batchsched.gang.podgroup import PodGroupView
+from batchsched.kube.binder import ObjectRef
+from batchsched.runtime.gangs import WaitingGang, WaitingMember
+
+if TYPE_CHECKING:
+    from batchsched.runtime.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+
+def group_ref(group: PodGroupView) -> ObjectRef:
+    return ObjectRef(
+        "scheduling.x-k8s.io/v1alpha1", "PodGroup", group.namespace, group.name, group.uid
+    )
+
+
+class GangCycle:
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.s = scheduler
+        self.gangs = scheduler.gangs
+
+    def run(self, queued: QueuedPod, key: str) -> None:
+        s = self.s
+        pod = queued.pod
+        runner = s.runner_for(pod)
+        cycle = s.queue.scheduling_cycle()
+        group = self.gangs.group(key)
+        if group is None:
+            s.queue.requeue_unschedulable(queued, cycle)
+            s.report_failure(pod, self.gangs.missing_reason(key))
+            return
+        batch = [queued, *s.queue.take(self.gangs.members.get(key, set()) - {pod.uid})]
+        live = [q for q in batch if not s.queue.was_deleted(q.pod.uid) and not q.pod.node_name]
+        for q in batch:
+            if q not in live:
+                s.queue.done(q.pod.uid)
+        if not live:
+            return
+        waiting = self.gangs.waiting.get(key)
+        reserved = waiting.reservations() if waiting else ()
+        request = GangRequest(
+            group,
+            tuple(sorted((q.pod for q in live), key=lambda p: p.name)),
+            reserved,
+            bound=self.gangs.counted(key, s.cache.snapshot) - len(reserved),
+        )
+        started = time.perf_counter()
+        decision = schedule_gang(
+            request, s.cache.snapshot, runner, waiting=self.gangs.reservations()
+        )
+        s.counts.attempts += len(live)
+        self.release(decision.released, f"a complete gang ({key}) needed their capacity")
+        by_uid = {q.pod.uid: q for q in live}
+        elapsed = time.perf_counter() - started
+        if decision.outcome is Outcome.BIND:
+            self._bind(group, decision, by_uid, runner, elapsed)
+        elif decision.outcome is Outcome.WAIT:
+            self._wait(group, decision, by_uid, runner, elapsed)
+        else:
+            self._reject(group, decision, live, cycle, runner, elapsed)
+
+    def _bind(
+        self,
+        group: PodGroupView,
+        decision: GangDecision,
+        by_uid: dict[str, QueuedPod],
+        runner: ProfileRunner,
+        elapsed: float,
+    ) -> None:
+        s = self.s
+        members = self.gangs.take_waiting([group.key])
+        for reservation in decision.placed:
+            uid = reservation.pod.uid
+            s.cache.assume(by_uid[uid].pod, reservation.node)
+            members.append(WaitingMember(by_uid[uid], decision.results[uid], reservation))
+        s.observe("scheduled", runner, elapsed)
+        s.counts.scheduled += len(decision.placed)
+        for member in members:
+            s.spawn(s.bind(member.queued, runner, member.result))
+        placed = {r.pod.uid for r in decision.placed}
+        for uid, queued in by_uid.items():
+            if uid not in placed:  # elastic surplus without room: tried again later
+                s.queue.requeue_unschedulable(queued, s.queue.scheduling_cycle())
+        self.gangs.dirty.add(group.key)
+        logger.info("gang placed gang=%s members=%d", group.key, len(members))
+        s.spawn(
+            s.events.record(
+                group_ref(group),
+                "Normal",
+                "Scheduled",
+                "Scheduling",
+                f"gang {group.key}: {len(members)} member(s) placed together, binding",
+            )
+        )
+
+    def _wait(
+        self,
+        group: PodGroupView,
+        decision: GangDecision,
+        by_uid: dict[str, QueuedPod],
+        runner: ProfileRunner,
+        elapsed: float,
+    ) -> None:
+        s = self.s
+        gang = self.gangs.waiting.get(group.key)
+        if gang is None:
+            deadline = s.clock.now() + self.gangs.timeout_of(group.key)
+            gang = self.gangs.waiting[group.key] = WaitingGang(deadline)
+        for reservation in decision.placed:
+            uid = reservation.pod.uid
+            s.cache.assume(by_uid[uid].pod, reservation.node)
+            gang.members.append(WaitingMember(by_uid[uid], decision.results[uid], reservation))
+        s.observe("scheduled", runner, elapsed)
+        self.gangs.dirty.add(group.key)
+        s.spawn(
+            s.events.record(group_ref(group), "Normal", "Waiting", "Scheduling", decision.message)
+        )
+
+    def _reject(
+        self,
+        group: PodGroupView,
+        decision: GangDecision,
+        live: list[QueuedPod],
+        cycle: int,
+        runner: ProfileRunner,
+        elapsed: float,
+    ) -> None:
+        s = self.s
+        self.release([group.key], "the gang no longer fits as a whole")
+        s.observe("unschedulable", runner, elapsed)
+        s.counts.unschedulable += len(live)
+        for queued in live:
+            s.queue.requeue_unschedulable(queued, cycle)
+            s.report_failure(queued.pod, decision.message)
+        self.gangs.dirty.add(group.key)
+        s.spawn(
+            s.events.record(
+                group_ref(group), "Warning", "FailedScheduling", "Scheduling", decision.message
+            )
+        )
+
+    def release(self, keys: tuple[str, ...] | list[str], why: str) -> None:
+        """Give up the reservations of these waiting gangs; their members go back to the
+        queue with backoff."""
+        s = self.s
+        for member in self.gangs.take_waiting(keys):
+            pod, node = member.queued.pod, member.reservation.node
+            if s.cache.snapshot.node_of(pod.uid) is not None:
+                s.runner_for(pod).unreserve(member.result.state, pod, node, s.cache.snapshot)
+            s.cache.forget(pod)
+            s.queue.requeue_backoff(member.queued)
+        for key in keys:
+            group = self.gangs.group(key)
+            logger.info("gang reservations released gang=%s why=%s", key, why)
+            if group is not None:
+                s.spawn(
+                    s.events.record(
+                        group_ref(group),
+                        "Normal",
+                        "ReservationReleased",
+                        "Scheduling",
+                        f"gang {key}: reservations released: {why}",
+                    )
+                )
+
+    def expire(self, now: float) -> None:
+        """Gangs that waited past scheduleTimeoutSeconds, or whose PodGroup was deleted."""
+        timed_out = self.gangs.expired(now)
+        if timed_out:
+            self.release(timed_out, "members did not arrive within scheduleTimeoutSeconds")
+        gone = sorted(self.gangs.deleted)
+        if gone:
+            self.release(gone, "the PodGroup was deleted")

@@ -1,0 +1,149 @@
+"""What the live scheduler knows about gangs: PodGroups, their member pods, and the members
+that hold reservations while waiting at Permit for the rest of their gang.
+
+Kept out of the pure core on purpose: this is watch-fed state with deadlines. The decision
+of where a gang goes is `batchsched.gang.core.schedule_gang`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.runner import ScheduleResult
+from batchsched.gang.core import Reservation
+from batchsched.gang.podgroup import PodGroupView, pod_group_of
+from batchsched.model.pod import PodView
+from batchsched.snapshot import Snapshot
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SCHEDULE_TIMEOUT_S = 60.0
+
+
+@dataclass
+class WaitingMember:
+    queued: QueuedPod
+    result: ScheduleResult  # its cycle's state and node, for binding or unreserving later
+    reservation: Reservation
+
+
+@dataclass
+class WaitingGang:
+    deadline: float  # monotonic; the reservations are released when it passes
+    members: list[WaitingMember] = field(default_factory=list)
+
+    def reservations(self) -> tuple[Reservation, ...]:
+        return tuple(m.reservation for m in self.members)
+
+
+class GangTracker:
+    """Fed by the PodGroup informer (as its handler) and by the pod handler (membership)."""
+
+    def __init__(
+        self,
+        on_group_added: Callable[[], None] = lambda: None,
+        default_timeout: float = DEFAULT_SCHEDULE_TIMEOUT_S,
+    ) -> None:
+        self.groups: dict[str, PodGroupView] = {}
+        self.invalid: dict[str, str] = {}  # key -> why the PodGroup could not be read
+        self.members: dict[str, set[str]] = defaultdict(set)  # key -> member pod uids
+        self.waiting: dict[str, WaitingGang] = {}
+        self.deleted: set[str] = set()  # groups deleted while members waited: to release
+        self.dirty: set[str] = set()  # groups whose status should be written
+        self.default_timeout = default_timeout
+        self._on_group_added = on_group_added
+
+    # PodGroup informer handler
+
+    def on_add(self, group: PodGroupView) -> None:
+        self.groups[group.key] = group
+        self.invalid.pop(group.key, None)
+        self.dirty.add(group.key)
+        self._on_group_added()
+
+    def on_update(self, old: PodGroupView, new: PodGroupView) -> None:
+        self.on_add(new)
+
+    def on_delete(self, group: PodGroupView) -> None:
+        self.groups.pop(group.key, None)
+        if group.key in self.waiting:
+            self.deleted.add(group.key)
+
+    def mark_invalid(self, raw: Mapping[str, object], error: Exception) -> None:
+        meta = raw.get("metadata")
+        if isinstance(meta, Mapping):
+            key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+            self.invalid[key] = str(error)
+            self.groups.pop(key, None)
+
+    # Membership, from the pod handler
+
+    def note_pod(self, pod: PodView) -> None:
+        key = pod_group_of(pod)
+        if key is not None:
+            self.members[key].add(pod.uid)
+
+    def forget_pod(self, pod: PodView) -> None:
+        key = pod_group_of(pod)
+        if key is not None and key in self.members:
+            self.members[key].discard(pod.uid)
+            if not self.members[key]:
+                del self.members[key]
+
+    # Questions the scheduling loop asks
+
+    def group(self, key: str) -> PodGroupView | None:
+        return self.groups.get(key)
+
+    def missing_reason(self, key: str) -> str:
+        if key in self.invalid:
+            return f"PodGroup {key} is invalid and is not scheduled: {self.invalid[key]}"
+        return f"PodGroup {key} not found; the pod waits for it to be created"
+
+    def counted(self, key: str, snapshot: Snapshot) -> int:
+        """Members the snapshot counts on a node: bound, binding, or reserved and waiting."""
+        return sum(1 for uid in self.members.get(key, ()) if snapshot.node_of(uid) is not None)
+
+    def reservations(self) -> dict[str, tuple[Reservation, ...]]:
+        return {key: gang.reservations() for key, gang in self.waiting.items()}
+
+    def timeout_of(self, key: str) -> float:
+        group = self.groups.get(key)
+        if group is not None and group.schedule_timeout_seconds is not None:
+            return float(group.schedule_timeout_seconds)
+        return self.default_timeout
+
+    def expired(self, now: float) -> list[str]:
+        return [key for key, gang in self.waiting.items() if gang.deadline <= now]
+
+    def created(self, key: str) -> float | None:
+        """GangSort's question: the PodGroup's creation time."""
+        group = self.groups.get(key)
+        return group.creation_time if group is not None else None
+
+    def status_of(self, key: str, snapshot: Snapshot) -> dict[str, object]:
+        """PodGroup status: the phase and how many members are scheduled."""
+        group = self.groups[key]
+        waiting = len(self.waiting[key].members) if key in self.waiting else 0
+        scheduled = self.counted(key, snapshot) - waiting
+        if scheduled >= group.min_member:
+            phase = "Scheduled"
+        elif waiting or scheduled:
+            phase = "Scheduling"
+        else:
+            phase = "Pending"
+        return {"phase": phase, "scheduled": scheduled}
+
+    def take_waiting(self, keys: Iterable[str]) -> list[WaitingMember]:
+        released: list[WaitingMember] = []
+        for key in keys:
+            gang = self.waiting.pop(key, None)
+            self.deleted.discard(key)
+            if gang is not None:
+                released.extend(gang.members)
+                self.dirty.add(key)
+        return released
