@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from batchsched.bench import core, e2e, parse
+from batchsched.bench import core, e2e, gang_core, parse
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m batchsched.bench")
     commands = parser.add_subparsers(dest="command", required=True)
     core.add_parser(commands)
+    gang_core.add_parser(commands)
     parse.add_parser(commands)
     e2e.add_parser(commands)
     args = parser.parse_args()

@@ -85,7 +85,8 @@ class App:
         clock = SystemClock()
         self.metrics = SchedulerMetrics()
         profiles = config.build_profiles()
-        attach_binding_client(profiles, KubeBinder(api))
+        binder = KubeBinder(api)
+        attach_binding_client(profiles, binder)
         self.cache = SchedulerCache(clock)
         self.queue = SchedulingQueue(
             next(iter(profiles.values())).queue_sort.less,
@@ -106,6 +107,7 @@ class App:
             clock,
             seed=options.seed,
             gangs=self.gangs,
+            deleter=binder,
         )
         self.priority_classes = PriorityClassEvents()
         nodes = Informer(

@@ -24,9 +24,13 @@ from batchsched.kube.binder import ObjectRef
 from batchsched.runtime.gangs import WaitingGang, WaitingMember
 
 if TYPE_CHECKING:
-    from batchsched.runtime.scheduler import Scheduler
+    from batchsched.runtime.scheduler import PodDeleter, Scheduler
 
 logger = logging.getLogger(__name__)
+
+
+async def _delete(deleter: PodDeleter, namespace: str, name: str, uid: str) -> None:
+    await deleter.delete(namespace, name, uid)
 
 
 def group_ref(group: PodGroupView) -> ObjectRef:
@@ -192,3 +196,31 @@ class GangCycle:
         gone = sorted(self.gangs.deleted)
         if gone:
             self.release(gone, "the PodGroup was deleted")
+        for key in self.gangs.partial_gangs(self.s.cache.snapshot, now):
+            self.delete_stragglers(key)
+
+    def delete_stragglers(self, key: str) -> None:
+        """A gang left bound below minMember past its timeout: delete the members it has so
+        their controller (Job, JobSet, PyTorchJob) recreates them and the gang is scheduled
+        again from nothing. Deleted, not evicted: an eviction can be refused by a
+        PodDisruptionBudget, which would leave the half gang holding its GPUs."""
+        s = self.s
+        group = self.gangs.group(key)
+        deleter = s.deleter
+        if group is None or deleter is None:
+            return
+        snapshot = s.cache.snapshot
+        stragglers = []
+        for uid in sorted(self.gangs.members.get(key, ())):
+            info = snapshot.node_of(uid)
+            if info is not None:
+                stragglers.append(info.pods[uid])
+        self.gangs.partial_since.pop(key, None)
+        note = (
+            f"gang {key}: only {len(stragglers)} of minMember {group.min_member} bound after "
+            f"{self.gangs.timeout_of(key):g}s; deleting them so the gang is scheduled again whole"
+        )
+        logger.warning("deleting gang stragglers gang=%s count=%d", key, len(stragglers))
+        s.spawn(s.events.record(group_ref(group), "Warning", "GangIncomplete", "Deleting", note))
+        for pod in stragglers:
+            s.spawn(_delete(deleter, pod.namespace, pod.name, pod.uid))

@@ -54,6 +54,7 @@ class GangTracker:
         self.waiting: dict[str, WaitingGang] = {}
         self.deleted: set[str] = set()  # groups deleted while members waited: to release
         self.dirty: set[str] = set()  # groups whose status should be written
+        self.partial_since: dict[str, float] = {}  # bound below minMember since (monotonic)
         self.default_timeout = default_timeout
         self._on_group_added = on_group_added
 
@@ -137,6 +138,23 @@ class GangTracker:
         else:
             phase = "Pending"
         return {"phase": phase, "scheduled": scheduled}
+
+    def partial_gangs(self, snapshot: Snapshot, now: float) -> list[str]:
+        """Gangs bound below minMember (some bindings failed and the rest could not follow)
+        for longer than their timeout. Gangs that recovered, or hold nothing, are cleared."""
+        overdue = []
+        for key, group in self.groups.items():
+            if key in self.waiting:
+                self.partial_since.pop(key, None)
+                continue
+            counted = self.counted(key, snapshot)
+            if counted == 0 or counted >= group.min_member:
+                self.partial_since.pop(key, None)
+                continue
+            since = self.partial_since.setdefault(key, now)
+            if now - since > self.timeout_of(key):
+                overdue.append(key)
+        return overdue
 
     def take_waiting(self, keys: Iterable[str]) -> list[WaitingMember]:
         released: list[WaitingMember] = []

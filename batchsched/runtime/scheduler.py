@@ -41,6 +41,10 @@ class StatusWriter(Protocol):
     async def mark_unschedulable(self, pod: PodView, message: str) -> None: ...
 
 
+class PodDeleter(Protocol):
+    async def delete(self, namespace: str, name: str, uid: str) -> bool: ...
+
+
 class Recorder(Protocol):
     async def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
@@ -73,7 +77,9 @@ class Scheduler:
         seed: int = 0,
         bind_concurrency: int = 128,
         gangs: GangTracker | None = None,
+        deleter: PodDeleter | None = None,
     ) -> None:
+        self.deleter = deleter
         self.profiles = profiles
         self.cache = cache
         self.queue = queue
