@@ -2,21 +2,41 @@
 
 A trial records every placement and removal in an undo log: `discard()` rolls them back,
 `commit()` keeps them. Trials nest (a gang trial inside a preemption what-if), last in first out.
+
+GPU nodes carry a `GpuLedger` (free milli-GPU per GPU, the GPUs each pod holds). A GPU pod
+counted on a node gets a deterministic assignment (the lowest-index GPUs with room) unless one
+is known; GpuTopology's Reserve then moves it to the GPUs it chose with `assign_gpus`, which is
+undo-logged like placements, so a discarded trial gives back exactly the GPUs it had.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import count
 from typing import Final
 
 from batchsched.model.affinity import HostPort
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.model.resources import Resources
+from gpu.discovery import topology_for
+from gpu.ledger import GpuLedger, Grants
+from gpu.requests import counted_request
 
 _ADD: Final = 1
 _REMOVE: Final = 2
+_REGRANT: Final = 3
+# Grants the scheduler chose, remembered per pod so a pod the API confirms (forgotten, then
+# counted again) keeps its GPUs; bounded, oldest dropped first.
+_MAX_GPU_HINTS: Final = 65536
+# Every change to any node takes a fresh number: plugins cache per-node results by it.
+_GENERATIONS: Final = count(1)
+
+
+def _ledger_for(node: NodeView) -> GpuLedger | None:
+    topology = topology_for(node)
+    return GpuLedger(topology) if topology.gpus else None
 
 
 class NodeInfo:
@@ -28,6 +48,8 @@ class NodeInfo:
         "alloc_milli_cpu",
         "alloc_pods",
         "alloc_scalar",
+        "generation",
+        "gpu",
         "name",
         "node",
         "nz_memory",
@@ -61,6 +83,8 @@ class NodeInfo:
         self.used_ports: list[HostPort] = []
         self.pods_with_affinity = 0
         self.pods_with_required_anti_affinity = 0
+        self.gpu = _ledger_for(node)
+        self.generation = next(_GENERATIONS)
 
     @property
     def requested(self) -> Resources:
@@ -98,12 +122,14 @@ class NodeInfo:
         self.pods[pod.uid] = pod
         self._account(pod, 1)
         self.used_ports.extend(pod.host_ports)
+        self.generation = next(_GENERATIONS)
 
     def remove(self, pod: PodView) -> None:
         del self.pods[pod.uid]
         self._account(pod, -1)
         for port in pod.host_ports:
             self.used_ports.remove(port)
+        self.generation = next(_GENERATIONS)
 
 
 class Snapshot:
@@ -130,7 +156,10 @@ class Snapshot:
         self._prefer_no_schedule_nodes = sum(_has_prefer_no_schedule(i.node) for i in self.nodes)
         self.pods_with_affinity = 0
         self.pods_with_required_anti_affinity = 0
-        self._log: list[tuple[int, PodView, NodeInfo]] = []
+        self.gpu_nodes = sum(1 for info in self.nodes if info.gpu is not None)
+        self._gpu_hints: dict[str, tuple[str, Grants]] = {}
+        # (op, pod, node, GPUs): the GPUs a removed pod held, or a regranted pod's previous ones.
+        self._log: list[tuple[int, PodView, NodeInfo, Grants]] = []
         self._trial_marks: list[int] = []
         for pod in pods:
             if pod.node_name and not pod.is_finished and pod.node_name in self._by_name:
@@ -154,16 +183,42 @@ class Snapshot:
         bound = pod if pod.node_name == node_name else dataclasses.replace(pod, node_name=node_name)
         self._place(bound, info)
         if self._trial_marks:
-            self._log.append((_ADD, bound, info))
+            self._log.append((_ADD, bound, info, ()))
         return bound
 
     def forget(self, pod: PodView) -> None:
         """Stop counting `pod` (unreserve, or a victim in a preemption what-if)."""
         info = self._where[pod.uid]
         placed = info.pods[pod.uid]
+        held = self.gpu_grants(pod.uid)
         self._unplace(placed, info)
         if self._trial_marks:
-            self._log.append((_REMOVE, placed, info))
+            self._log.append((_REMOVE, placed, info, held))
+
+    def gpu_grants(self, pod_uid: str) -> Grants:
+        """The GPUs a counted pod holds, as (GPU index, milli-GPU) pairs; () for none."""
+        info = self._where.get(pod_uid)
+        if info is None or info.gpu is None:
+            return ()
+        return info.gpu.grants.get(pod_uid, ())
+
+    def assign_gpus(self, pod_uid: str, grants: Grants) -> None:
+        """Move a counted pod onto exactly these GPUs (Reserve's choice); they must fit once
+        the pod's current GPUs are given back. Undo-logged."""
+        info = self._where[pod_uid]
+        ledger = info.gpu
+        if ledger is None:
+            raise ValueError(f"node {info.name} has no GPUs to assign to pod {pod_uid}")
+        previous = ledger.release(pod_uid)
+        try:
+            ledger.take(pod_uid, grants)
+        except ValueError:
+            ledger.take(pod_uid, previous, overcommit=True)
+            raise
+        info.generation = next(_GENERATIONS)
+        self._remember(pod_uid, info.name, grants)
+        if self._trial_marks:
+            self._log.append((_REGRANT, info.pods[pod_uid], info, previous))
 
     def add_node(self, node: NodeView) -> NodeInfo:
         """Append a node to the order (the cache's watch events; never inside a cycle)."""
@@ -173,6 +228,7 @@ class Snapshot:
         self.nodes.append(info)
         self._by_name[node.name] = info
         self._index_node(node, 1)
+        self.gpu_nodes += info.gpu is not None
         return info
 
     def update_node(self, node: NodeView) -> NodeInfo:
@@ -187,7 +243,27 @@ class Snapshot:
         info.alloc_pods = alloc.pods
         info.alloc_scalar = alloc.scalar
         self._index_node(node, 1)
+        self._refit_gpus(info)
+        info.generation = next(_GENERATIONS)
         return info
+
+    def _refit_gpus(self, info: NodeInfo) -> None:
+        """A node update may change its GPUs (count, product, health): rebuild the ledger and
+        count the pods again, keeping each pod's GPUs where they still exist."""
+        old = info.gpu
+        fresh = _ledger_for(info.node)
+        if old is not None and fresh is not None and fresh.topology is old.topology:
+            return
+        self.gpu_nodes += (fresh is not None) - (old is not None)
+        info.gpu = fresh
+        if fresh is None:
+            return
+        for pod in info.pods.values():
+            held = old.grants.get(pod.uid, ()) if old is not None else ()
+            if held and all(i < len(fresh.free) for i, _ in held):
+                fresh.take(pod.uid, held, overcommit=True)
+            else:
+                self._grant(pod, info, None)
 
     def remove_node(self, node_name: str) -> list[PodView]:
         """Drop a node; returns the pods that were counted on it, now counted nowhere."""
@@ -200,6 +276,7 @@ class Snapshot:
         for pod in pods:
             self._unplace(pod, info)
         self._index_node(info.node, -1)
+        self.gpu_nodes -= info.gpu is not None
         return pods
 
     def _index_node(self, node: NodeView, sign: int) -> None:
@@ -218,14 +295,45 @@ class Snapshot:
         self._trial_marks.append(len(self._log))
         return Trial(self, len(self._trial_marks))
 
-    def _place(self, pod: PodView, info: NodeInfo) -> None:
+    def _place(self, pod: PodView, info: NodeInfo, grants: Grants | None = None) -> None:
         if pod.uid in self._where:
             raise ValueError(f"pod {pod.key} is already counted on {self._where[pod.uid].name}")
         info.add(pod)
         self._where[pod.uid] = info
         self._count_affinity(pod, 1)
+        if info.gpu is not None:
+            self._grant(pod, info, grants)
+
+    def _grant(self, pod: PodView, info: NodeInfo, grants: Grants | None) -> None:
+        ledger = info.gpu
+        assert ledger is not None
+        if grants is None:
+            request = counted_request(pod)
+            if not request.wants_gpu:
+                return
+            hint = self._gpu_hints.pop(pod.uid, None)
+            if hint is not None and hint[0] == info.name and ledger.fits(hint[1]):
+                grants = hint[1]
+            else:
+                grants = ledger.default_grants(request)
+        if grants:
+            # Pods bound by the API are counted even where they overcommit a GPU.
+            ledger.take(pod.uid, grants, overcommit=True)
+
+    def forget_gpu_hint(self, pod_uid: str) -> None:
+        """Drop the GPUs remembered for a pod whose reservation was undone."""
+        self._gpu_hints.pop(pod_uid, None)
+
+    def _remember(self, pod_uid: str, node_name: str, grants: Grants) -> None:
+        hints = self._gpu_hints
+        hints.pop(pod_uid, None)
+        if len(hints) >= _MAX_GPU_HINTS:
+            del hints[next(iter(hints))]
+        hints[pod_uid] = (node_name, grants)
 
     def _unplace(self, pod: PodView, info: NodeInfo) -> None:
+        if info.gpu is not None:
+            info.gpu.release(pod.uid)
         info.remove(pod)
         del self._where[pod.uid]
         self._count_affinity(pod, -1)
@@ -242,13 +350,22 @@ class Snapshot:
         mark = self._trial_marks.pop()
         if not keep:
             while len(self._log) > mark:
-                op, pod, info = self._log.pop()
+                op, pod, info, grants = self._log.pop()
                 if op == _ADD:
                     self._unplace(pod, info)
+                elif op == _REMOVE:
+                    self._place(pod, info, grants)
                 else:
-                    self._place(pod, info)
+                    self._restore_grants(pod, info, grants)
         elif not self._trial_marks:
             del self._log[mark:]
+
+    def _restore_grants(self, pod: PodView, info: NodeInfo, grants: Grants) -> None:
+        ledger = info.gpu
+        assert ledger is not None
+        ledger.release(pod.uid)
+        ledger.take(pod.uid, grants, overcommit=True)
+        info.generation = next(_GENERATIONS)
 
 
 def _has_prefer_no_schedule(node: NodeView) -> bool:

@@ -186,6 +186,10 @@ class NodeBuilder:
         self._obj["spec"]["unschedulable"] = True
         return self
 
+    def annotation(self, key: str, value: str) -> NodeBuilder:
+        self._obj["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
     def image(self, names: list[str], size_bytes: int) -> NodeBuilder:
         self._obj["status"].setdefault("images", []).append(
             {"names": names, "sizeBytes": size_bytes}

@@ -178,7 +178,9 @@ class ConfigDocument(Document):
     multi_point: ClassVar[bool] = True
     # Accepted so that pasted configs load, but nothing in batchsched acts on them.
     ignored: ClassVar[tuple[str, ...]] = (
-        "extenders", "enable_profiling", "enable_contention_profiling"
+        "extenders",
+        "enable_profiling",
+        "enable_contention_profiling",
     )
 
     api_version: str
@@ -206,7 +208,9 @@ class ConfigDocument(Document):
 class ConfigV1beta2(ConfigDocument):
     multi_point: ClassVar[bool] = False
     ignored: ClassVar[tuple[str, ...]] = (
-        *ConfigDocument.ignored, "healthz_bind_address", "metrics_bind_address"
+        *ConfigDocument.ignored,
+        "healthz_bind_address",
+        "metrics_bind_address",
     )
 
     healthz_bind_address: str | None = None
@@ -224,7 +228,9 @@ class ConfigV1(ConfigV1beta3):
 
 
 DOCUMENTS: Final[dict[str, type[ConfigDocument]]] = {
-    V1: ConfigV1, V1BETA3: ConfigV1beta3, V1BETA2: ConfigV1beta2,
+    V1: ConfigV1,
+    V1BETA3: ConfigV1beta3,
+    V1BETA2: ConfigV1beta2,
 }
 
 # Why a key is unknown in this version: it exists only in others (the "did you mean" of versions).

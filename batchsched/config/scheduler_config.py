@@ -85,7 +85,10 @@ class SchedulerConfig(Resolved):
         for i, prof in enumerate(self.profiles):
             try:
                 built[prof.scheduler_name] = assemble_profile(
-                    registry, prof.scheduler_name, prof.plugins, prof.plugin_args,
+                    registry,
+                    prof.scheduler_name,
+                    prof.plugins,
+                    prof.plugin_args,
                     prof.percentage_of_nodes_to_score,
                 )
             except (UnknownPlugin, ProfileError) as err:
@@ -183,13 +186,15 @@ def _resolve_profiles(doc: ConfigDocument, resolver: PluginResolver) -> tuple[Pr
         plugins = profile.plugins if profile.plugins is not None else NO_PLUGINS
         plan = resolver.resolve(plugins, f"{path}.plugins", doc.multi_point)
         percentage = profile.percentage
-        profiles.append(ProfileConfig(
-            scheduler_name=name,
-            plugins=plan,
-            plugin_args=resolver.plugin_args(profile.plugin_config, plan, path),
-            percentage_of_nodes_to_score=(
-                percentage if percentage is not None else doc.percentage_of_nodes_to_score
-            ),
-        ))
+        profiles.append(
+            ProfileConfig(
+                scheduler_name=name,
+                plugins=plan,
+                plugin_args=resolver.plugin_args(profile.plugin_config, plan, path),
+                percentage_of_nodes_to_score=(
+                    percentage if percentage is not None else doc.percentage_of_nodes_to_score
+                ),
+            )
+        )
     check_common_queue_sort([(p.plugins, p.plugin_args) for p in profiles])
     return tuple(profiles)

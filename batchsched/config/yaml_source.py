@@ -68,7 +68,8 @@ def single_document(documents: list[object], kind: str) -> Mapping[str, object]:
         ]
         if len(configs) != 1:
             raise ConfigError.at(
-                "", f"{len(documents)} YAML documents, {len(configs)} of kind {kind}; "
+                "",
+                f"{len(documents)} YAML documents, {len(configs)} of kind {kind}; "
                 "expected exactly one",
             )
         logger.warning("skipping YAML documents of other kinds count=%d", len(documents) - 1)

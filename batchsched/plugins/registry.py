@@ -17,6 +17,7 @@ from batchsched.plugins.balanced_allocation import (
 )
 from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.plugins.gang_sort import GangSort
+from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
 from batchsched.plugins.image_locality import ImageLocality
 from batchsched.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
 from batchsched.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
@@ -49,6 +50,7 @@ def builtin_specs() -> list[PluginBuilder]:
         PluginSpec("ImageLocality", ImageLocality, NoArgs),
         PluginSpec("InterPodAffinity", InterPodAffinity, InterPodAffinityArgs),
         PluginSpec("PodTopologySpread", PodTopologySpread, PodTopologySpreadArgs),
+        PluginSpec("GpuTopology", GpuTopology, GpuTopologyArgs),
         PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
     ]
 
@@ -75,6 +77,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "GpuTopology",
     ),
     "filter": _enabled(
         "NodeUnschedulable",
@@ -85,6 +88,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "GpuTopology",
     ),
     "preScore": _enabled(
         "TaintToleration",
@@ -94,6 +98,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "InterPodAffinity",
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
+        "GpuTopology",
     ),
     "score": [
         EnabledPlugin("TaintToleration", 3),
@@ -103,6 +108,11 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         EnabledPlugin("InterPodAffinity", 2),
         EnabledPlugin("NodeResourcesBalancedAllocation", 1),
         EnabledPlugin("ImageLocality", 1),
+        # Ours, not kube's: GPU set quality, then FGD fragmentation, rank-normalized. At 100,
+        # one rank of it outweighs what the spreading scorers above can add up to in most
+        # cases, so GPU placement decides and they break its ties (docs/configuration.md).
+        EnabledPlugin("GpuTopology", 100),
     ],
+    "reserve": _enabled("GpuTopology"),
     "bind": _enabled("DefaultBinder"),
 }

@@ -104,24 +104,38 @@ def test_the_worked_example_runs_on_the_bundled_cluster(
     assert "3/6 pending pods placed" in capsys.readouterr().out
 
 
+KUBE_ONLY = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gpu-scheduler
+  plugins:
+    multiPoint:
+      disabled:
+      - name: GpuTopology
+"""
+
+
 @pytest.mark.parametrize(
-    ("use_config", "node"),
-    [(False, "a100-1"), (True, "h100-0")],
+    ("config_text", "node"),
+    [(KUBE_ONLY, "a100-1"), ("worked example", "h100-0"), (None, "h100-0")],
     ids=[
-        "the defaults spread a 1-GPU pod onto the empty GPU node",
+        "kube's plugins alone spread a 1-GPU pod onto the empty GPU node",
         "the worked example packs a 1-GPU pod next to running GPU work",
+        "the defaults (GpuTopology) pack it next to running GPU work too",
     ],
 )
 def test_the_worked_example_packs_gpus(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], use_config: bool, node: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config_text: str | None, node: str
 ) -> None:
     cluster = Path(__file__).parents[2] / "batchsched" / "examples" / "cluster.yaml"
     pods = tmp_path / "one-gpu.yaml"
     pods.write_text(GPU_POD, encoding="utf-8")
     argv = ["place", "--cluster", str(cluster), "--pods", str(pods), "--output", "json"]
-    if use_config:
-        config = tmp_path / "gpu-binpack.yaml"
-        config.write_text(_gpu_example(), encoding="utf-8")
+    if config_text is not None:
+        config = tmp_path / "config.yaml"
+        text = _gpu_example() if config_text == "worked example" else config_text
+        config.write_text(text, encoding="utf-8")
         argv += ["--config", str(config)]
     assert main(argv) == 0
     assert f'"ml/debug-1gpu": "{node}"' in capsys.readouterr().out

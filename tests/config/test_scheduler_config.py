@@ -167,6 +167,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "GpuTopology",
     ]
     assert plugins["filter"] == [
         "NodeUnschedulable",
@@ -177,6 +178,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "GpuTopology",
     ]
     assert plugins["score"] == [
         "TaintToleration:3",
@@ -186,6 +188,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "InterPodAffinity:2",
         "NodeResourcesBalancedAllocation:1",
         "ImageLocality:1",
+        "GpuTopology:100",
     ]
     assert plugins["bind"] == ["DefaultBinder"]
     assert config.build_profiles()["custom-scheduler"].describe()["score"] == plugins["score"]
@@ -203,6 +206,7 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
         "NodePorts",
         "PodTopologySpread",
         "InterPodAffinity",
+        "GpuTopology",
     ]
     assert plugins["score"] == [
         "NodeResourcesFit:1",
@@ -212,6 +216,7 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
         "InterPodAffinity:2",
         "NodeResourcesBalancedAllocation:1",
         "ImageLocality:1",
+        "GpuTopology:100",
     ]
     assert plugins["preScore"] == [
         "TaintToleration",
@@ -220,6 +225,7 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
         "PodTopologySpread",
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
+        "GpuTopology",
     ]
     assert "InterPodAffinity" in plugins["preFilter"]
     assert set(config.build_profiles()) == {"custom-scheduler"}

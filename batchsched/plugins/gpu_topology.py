@@ -1,0 +1,218 @@
+"""GpuTopology: GPU pods get healthy GPUs of an allowed model, in the best set a node offers,
+on the node where GPU fragmentation grows least; pods without GPUs keep off GPU nodes.
+
+- PreFilter reads the pod's GPU request (whole GPUs from `nvidia.com/gpu`, a share from the
+  annotation `batchsched.io/gpu-milli`, allowed models from `batchsched.io/gpu-models`) and
+  SKIPs pods that ask for no GPU.
+- Filter: the node's GPU product is allowed, and it has enough whole free GPUs (in a set of the
+  required connectivity, if one is asked for), or one GPU with room for the share.
+- Score: the GPU set's quality first, then the FGD fragmentation delta (Weng et al., ATC '23),
+  then packing; for pods without GPUs, the delta minus a penalty on GPU nodes. Raw scores are
+  rank-normalized so the order survives the 0..100 scale.
+- Reserve records the chosen GPUs in the snapshot (undo-logged); they are released when the
+  runner forgets the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Final
+
+from pydantic import Field, field_validator
+
+from batchsched.framework.cycle_state import CycleState, StateKey
+from batchsched.framework.interfaces import MAX_NODE_SCORE, PreFilterResult
+from batchsched.framework.registry import PluginArgs
+from batchsched.framework.status import OK, SKIP, Status, unresolvable, unschedulable
+from batchsched.model.pod import PodView
+from batchsched.model.quantity import resource_amount
+from batchsched.model.resources import CPU, MEMORY
+from batchsched.plugins.gpu_scoring import Demand, GpuScorer, rank_normalize
+from batchsched.snapshot import NodeInfo, Snapshot
+from gpu.fragmentation import FragmentationModel
+from gpu.placement import best_gpu_set
+from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
+from gpu.topology import LinkLevel
+from gpu.workload import DEFAULT_WORKLOAD, PodShape, Workload, typical_workload
+
+WRONG_MODEL: Final = "node(s) didn't have the requested GPU model"
+NO_WHOLE_GPUS: Final = "node(s) didn't have enough free whole GPUs"
+NO_CONNECTED_SET: Final = "node(s) had no GPU set of the requested connectivity"
+NO_SHARE_ROOM: Final = "node(s) had no GPU with enough free share"
+
+
+class TypicalPod(PluginArgs):
+    """One pod shape of the workload fragmentation is measured against, with its weight."""
+
+    cpu: str | int = 0
+    memory: str | int = 0
+    gpus: int = Field(default=0, ge=0)
+    gpu_milli: int = Field(default=0, ge=0, lt=1000)
+    models: tuple[str, ...] = ()
+    weight: float = Field(default=1.0, gt=0)
+
+    def shape(self) -> PodShape:
+        if self.gpus and self.gpu_milli:
+            raise ValueError("gpus and gpuMilli are exclusive: whole GPUs or a share of one")
+        return PodShape(
+            resource_amount(CPU, self.cpu, "cpu"),
+            resource_amount(MEMORY, self.memory, "memory"),
+            self.gpus,
+            self.gpu_milli,
+            frozenset(self.models) or None,
+        )
+
+
+class GpuTopologyArgs(PluginArgs):
+    """Defaults: the openb trace's typical pods, stranded GPUs weighted 1, a 1000 milli-GPU
+    penalty for pods without GPUs on GPU nodes."""
+
+    # Empty: gpu.workload.DEFAULT_WORKLOAD (the Alibaba openb default trace, 95 % of pods).
+    typical_pods: tuple[TypicalPod, ...] = ()
+    # Weight of the growth of GPUs stranded for lack of cpu/memory next to the FGD delta;
+    # 0 scores by FGD alone, as the paper does.
+    stranded_weight: float = Field(default=1.0, ge=0, le=100)
+    # What placing a pod without GPUs on a GPU node costs, in milli-GPU of fragmentation;
+    # 0 lets such pods go wherever fragmentation grows least.
+    cpu_pod_gpu_node_penalty: int = Field(default=1000, ge=0, le=1_000_000)
+
+    @field_validator("typical_pods")
+    @classmethod
+    def _valid_shapes(cls, pods: tuple[TypicalPod, ...]) -> tuple[TypicalPod, ...]:
+        for pod in pods:
+            pod.shape()  # raises ValueError, reported with the field's path
+        return pods
+
+    def workload(self) -> Workload:
+        if not self.typical_pods:
+            return DEFAULT_WORKLOAD
+        return typical_workload(((p.shape(), p.weight) for p in self.typical_pods), coverage=1.0)
+
+
+PRE_FILTER_KEY: Final[StateKey[GpuRequest]] = StateKey("PreFilterGpuTopology")
+PRE_SCORE_KEY: Final[StateKey[tuple[Demand, dict[int, int]]]] = StateKey("PreScoreGpuTopology")
+
+
+class GpuTopology:
+    name: ClassVar[str] = "GpuTopology"
+
+    def __init__(self, args: GpuTopologyArgs | None = None) -> None:
+        args = args or GpuTopologyArgs()
+        self.fragmentation = FragmentationModel(args.workload())
+        self._scorer = GpuScorer(
+            self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight
+        )
+        # Named already, so the runner's with_plugin() hands back these same objects.
+        self._wrong_model = unresolvable(WRONG_MODEL).with_plugin(self.name)
+        self._no_whole = unschedulable(NO_WHOLE_GPUS).with_plugin(self.name)
+        self._no_set = unschedulable(NO_CONNECTED_SET).with_plugin(self.name)
+        self._no_share = unschedulable(NO_SHARE_ROOM).with_plugin(self.name)
+        # The pod of the cycle in progress and what PreFilter/PreScore made of it: Filter and
+        # Score run per node, and an identity check is cheaper than a CycleState read.
+        self._filter_pod: PodView | None = None
+        self._request = NO_GPU
+        self._score_pod: PodView | None = None
+        self._table: dict[int, int] = {}
+        self._demand: Demand = (0, 0, 0, 0)
+
+    def pre_filter(
+        self, state: CycleState, pod: PodView, snapshot: Snapshot
+    ) -> tuple[PreFilterResult | None, Status]:
+        try:
+            request = gpu_request(pod)
+        except InvalidGpuRequest as err:
+            return None, unresolvable(str(err))
+        state.write(PRE_FILTER_KEY, request)
+        if not request.wants_gpu:
+            return None, SKIP
+        self._filter_pod, self._request = pod, request
+        return None, OK
+
+    def filter(self, state: CycleState, pod: PodView, node: NodeInfo) -> Status:
+        request = self._request if pod is self._filter_pod else state.read(PRE_FILTER_KEY)
+        ledger = node.gpu
+        if ledger is None:
+            return self._no_whole if request.count else self._no_share
+        models = request.models
+        if models is not None and ledger.model not in models:
+            return self._wrong_model
+        count = request.count
+        if not count:
+            return OK if ledger.max_free >= request.milli else self._no_share
+        if ledger.whole_free < count:
+            return self._no_whole
+        if request.connectivity is not LinkLevel.SYS:
+            choice = best_gpu_set(ledger.topology, ledger.free, count)
+            if choice is None or choice.level < request.connectivity:
+                return self._no_set
+        return OK
+
+    def pre_score(
+        self, state: CycleState, pod: PodView, snapshot: Snapshot, nodes: Sequence[NodeInfo]
+    ) -> Status:
+        request = _request_of(state, pod)
+        if not request.wants_gpu and snapshot.gpu_nodes == 0:
+            return SKIP  # a cluster without GPUs: every node scores the same
+        requests = pod.requests
+        demand = (request.count, request.milli, requests.milli_cpu, requests.memory)
+        table = self._scorer.table(demand)
+        state.write(PRE_SCORE_KEY, (demand, table))
+        self._score_pod, self._demand, self._table = pod, demand, table
+        return OK
+
+    def score(self, state: CycleState, pod: PodView, node: NodeInfo) -> int:
+        if pod is self._score_pod:
+            table = self._table
+            found = table.get(node.generation)
+            if found is not None:
+                return found
+            demand = self._demand
+        else:
+            demand, table = state.read(PRE_SCORE_KEY)
+            found = table.get(node.generation)
+            if found is not None:
+                return found
+        value = table[node.generation] = self._scorer.raw(demand, node)
+        return value
+
+    def normalize_scores(
+        self, state: CycleState, pod: PodView, nodes: Sequence[NodeInfo], scores: list[int]
+    ) -> None:
+        rank_normalize(scores, MAX_NODE_SCORE)
+
+    def reserve(
+        self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot
+    ) -> Status:
+        request = _request_of(state, pod)
+        if not request.wants_gpu:
+            return OK
+        info = snapshot.get(node_name)
+        if info is None or info.gpu is None:
+            return self._no_whole if request.count else self._no_share
+        held = snapshot.gpu_grants(pod.uid)
+        free = list(info.gpu.free)
+        for index, milli in held:  # choose as if the pod held nothing yet
+            free[index] += milli
+        grants = self._scorer.choose(info, request.count, request.milli, free)
+        if grants is None:
+            return self._no_whole if request.count else self._no_share
+        if grants != held:
+            snapshot.assign_gpus(pod.uid, grants)
+        return OK
+
+    def unreserve(
+        self, state: CycleState, pod: PodView, node_name: str, snapshot: Snapshot
+    ) -> None:
+        # The runner forgets the pod right after Unreserve, which gives back its GPUs (and a
+        # trial's undo log restores any earlier assignment): nothing to release twice here.
+        snapshot.forget_gpu_hint(pod.uid)
+
+
+def _request_of(state: CycleState, pod: PodView) -> GpuRequest:
+    found = state.get(PRE_FILTER_KEY)
+    if found is not None:
+        return found
+    try:
+        return gpu_request(pod)
+    except InvalidGpuRequest:
+        return NO_GPU

@@ -1,0 +1,257 @@
+"""GpuTopology: GPU-aware Filter reasons, set quality and fragmentation in Score, Reserve."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.registry import assemble_profile
+from batchsched.framework.runner import ProfileRunner
+from batchsched.framework.status import OK, Code
+from batchsched.plugins.gpu_scoring import fragmentation_report, rank_normalize
+from batchsched.plugins.gpu_topology import (
+    NO_CONNECTED_SET,
+    NO_SHARE_ROOM,
+    NO_WHOLE_GPUS,
+    WRONG_MODEL,
+    GpuTopology,
+    GpuTopologyArgs,
+)
+from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
+from batchsched.snapshot import Snapshot
+from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, snapshot_of
+
+SHARE = "batchsched.io/gpu-milli"
+MODELS = "batchsched.io/gpu-models"
+H100 = "NVIDIA-H100-80GB-HBM3"
+L40S = "NVIDIA-L40S"
+PROFILE = assemble_profile(
+    default_registry(), "gpu-scheduler", DEFAULT_PLUGINS, {}, percentage_of_nodes_to_score=100
+)
+
+
+def gpu_node(name: str, product: str = "G2", count: int = 8) -> NodeBuilder:
+    return (
+        make_node(name)
+        .cpu("96")
+        .memory("512Gi")
+        .gpus(count)
+        .label("nvidia.com/gpu.product", product)
+    )
+
+
+def share(name: str, milli: int) -> PodBuilder:
+    return make_pod(name).cpu("2").memory("4Gi").annotation(SHARE, str(milli))
+
+
+def run_filter(pod: PodBuilder, snap: Snapshot, node: str = "n1") -> tuple[Code, str]:
+    plugin = GpuTopology()
+    state = CycleState()
+    view = pod.view()
+    _, status = plugin.pre_filter(state, view, snap)
+    assert status is OK
+    info = snap.get(node)
+    assert info is not None
+    result = plugin.filter(state, view, info)
+    return result.code, result.message()
+
+
+@pytest.mark.parametrize(
+    ("nodes", "running", "pod", "code", "reason"),
+    [
+        ([gpu_node("n1", count=2)], [share("r", 600)], share("p", 400), Code.SUCCESS, ""),
+        (
+            [gpu_node("n1", count=1)],
+            [share("r", 700)],
+            share("p", 400),
+            Code.UNSCHEDULABLE,
+            NO_SHARE_ROOM,
+        ),
+        (
+            [gpu_node("n1", count=2)],
+            [share("r", 100)],
+            make_pod("p").gpus(2),
+            Code.UNSCHEDULABLE,
+            NO_WHOLE_GPUS,
+        ),
+        (
+            [gpu_node("n1", "G2")],
+            [],
+            share("p", 400).annotation(MODELS, "V100M16|V100M32"),
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            WRONG_MODEL,
+        ),
+        (
+            [gpu_node("n1", "V100M32")],
+            [],
+            share("p", 400).annotation(MODELS, "V100M16|V100M32"),
+            Code.SUCCESS,
+            "",
+        ),
+        (
+            [gpu_node("n1", L40S)],
+            [],
+            make_pod("p").gpus(4).annotation("batchsched.io/gpu-connectivity", "PCIeSwitch"),
+            Code.UNSCHEDULABLE,
+            NO_CONNECTED_SET,
+        ),
+        (
+            [gpu_node("n1", L40S)],
+            [],
+            make_pod("p").gpus(2).annotation("batchsched.io/gpu-connectivity", "PCIeSwitch"),
+            Code.SUCCESS,
+            "",
+        ),
+        (
+            [gpu_node("n1", H100)],
+            [],
+            make_pod("p").gpus(8).annotation("batchsched.io/gpu-connectivity", "NVLink"),
+            Code.SUCCESS,
+            "",
+        ),
+        ([make_node("n1")], [], share("p", 400), Code.UNSCHEDULABLE, NO_SHARE_ROOM),
+    ],
+    ids=[
+        "a share fits next to another on a GPU with room",
+        "a share does not fit a GPU with too little room",
+        "a GPU running a share is not a whole free GPU",
+        "a pod allowed only V100s does not fit a G2 node",
+        "a pod allowed V100M32 fits a V100M32 node",
+        "four GPUs under one PCIe switch do not exist on the PCIe server",
+        "two GPUs under one PCIe switch do",
+        "eight NVSwitch GPUs on a DGX H100 are one NVLink island",
+        "a share does not fit a node without GPUs",
+    ],
+)
+def test_filter(
+    nodes: list[NodeBuilder],
+    running: list[PodBuilder],
+    pod: PodBuilder,
+    code: Code,
+    reason: str,
+) -> None:
+    snap = snapshot_of(nodes, [p.node("n1") for p in running])
+    assert run_filter(pod, snap) == (code, reason)
+
+
+def test_unhealthy_gpus_are_not_free() -> None:
+    node = gpu_node("n1", count=2).annotation("batchsched.io/unhealthy-gpus", "1")
+    snap = snapshot_of([node])
+    assert run_filter(make_pod("p").gpus(2), snap) == (Code.UNSCHEDULABLE, NO_WHOLE_GPUS)
+
+
+def test_pods_without_gpus_skip_the_filter() -> None:
+    _, status = GpuTopology().pre_filter(CycleState(), make_pod("p").view(), Snapshot([]))
+    assert status.code is Code.SKIP
+
+
+def test_a_bad_share_annotation_is_unresolvable() -> None:
+    pod = share("p", 1000).view()
+    _, status = GpuTopology().pre_filter(CycleState(), pod, Snapshot([]))
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "1..999 milli-GPU" in status.message()
+
+
+def schedule(snap: Snapshot, pod: PodBuilder) -> tuple[str | None, str]:
+    result = ProfileRunner(PROFILE, seed=1).schedule_one(pod.view(), snap)
+    return result.node_name if result.placed else None, result.message()
+
+
+def grants(snap: Snapshot, pod: str) -> tuple[tuple[int, int], ...]:
+    return snap.gpu_grants(f"uid-default-{pod}")
+
+
+def test_a_4_gpu_pod_goes_to_the_nvswitch_machine_on_one_numa_node() -> None:
+    snap = snapshot_of([gpu_node("pcie", L40S), gpu_node("dgx", H100)])
+    pod = make_pod("train").cpu("8").gpus(4).toleration("nvidia.com/gpu", operator="Exists")
+    assert schedule(snap, pod)[0] == "dgx"
+    assert grants(snap, "train") == tuple((i, 1000) for i in range(4))
+
+
+def test_a_2_gpu_pod_on_the_pcie_server_gets_one_switch() -> None:
+    snap = snapshot_of([gpu_node("pcie", L40S)], [make_pod("one").gpus(1).node("pcie")])
+    assert schedule(snap, make_pod("pair").cpu("4").gpus(2))[0] == "pcie"
+    assert grants(snap, "pair") == ((2, 1000), (3, 1000))
+
+
+def test_a_share_packs_onto_the_gpu_already_shared() -> None:
+    snap = snapshot_of([gpu_node("empty"), gpu_node("busy")], [share("running", 500).node("busy")])
+    assert schedule(snap, share("p", 400))[0] == "busy"
+    assert grants(snap, "p") == ((0, 400),)
+    info = snap.get("busy")
+    assert info is not None and info.gpu is not None and info.gpu.free[0] == 100
+
+
+def test_a_share_keeps_whole_gpus_free_for_whole_gpu_pods() -> None:
+    # GPU 0 has 300 left: a 300 share fills it exactly rather than breaking a whole GPU.
+    snap = snapshot_of([gpu_node("n1", count=2)], [share("running", 700).node("n1")])
+    assert schedule(snap, share("p", 300))[0] == "n1"
+    assert grants(snap, "p") == ((0, 300),)
+
+
+def test_pods_without_gpus_keep_off_gpu_nodes_that_they_could_use() -> None:
+    snap = snapshot_of([gpu_node("gpu"), make_node("cpu").cpu("8").memory("32Gi")])
+    assert schedule(snap, make_pod("web").cpu("2").memory("1Gi"))[0] == "cpu"
+
+
+def test_pods_without_gpus_use_gpu_nodes_when_nothing_else_fits() -> None:
+    snap = snapshot_of([gpu_node("gpu"), make_node("cpu").cpu("8").memory("32Gi")])
+    assert schedule(snap, make_pod("big").cpu("16").memory("1Gi"))[0] == "gpu"
+
+
+def test_the_failure_message_aggregates_gpu_reasons() -> None:
+    snap = snapshot_of(
+        [gpu_node("g2", count=1), gpu_node("v100", "V100M16", count=1), make_node("cpu")],
+        [share("a", 800).node("g2"), share("b", 800).node("v100")],
+    )
+    node, message = schedule(snap, share("p", 400).annotation(MODELS, "V100M16"))
+    assert node is None
+    assert message == (
+        "0/3 nodes are available: 1 node(s) didn't have the requested GPU model, "
+        "2 node(s) had no GPU with enough free share."
+    )
+
+
+def test_unreserving_gives_the_gpus_back() -> None:
+    snap = snapshot_of([gpu_node("n1", count=2)])
+    runner = ProfileRunner(PROFILE, seed=1)
+    pod = make_pod("p").gpus(2).view()
+    result = runner.schedule_one(pod, snap)
+    assert result.node_name == "n1" and snap.gpu_grants(pod.uid)
+    runner.unreserve(result.state, pod, "n1", snap)
+    info = snap.get("n1")
+    assert info is not None and info.gpu is not None and info.gpu.free == [1000, 1000]
+
+
+def test_a_cluster_without_gpus_skips_scoring_pods_without_gpus() -> None:
+    plugin = GpuTopology()
+    snap = snapshot_of([make_node("a"), make_node("b")])
+    status = plugin.pre_score(CycleState(), make_pod("p").view(), snap, snap.nodes)
+    assert status.code is Code.SKIP
+
+
+def test_rank_normalization_keeps_the_order() -> None:
+    scores = [5, -3, 5, 10**15, 7]
+    rank_normalize(scores, 100)
+    assert scores == [98, 97, 98, 100, 99]
+
+
+def test_fragmentation_report_of_a_snapshot() -> None:
+    plugin = GpuTopology()
+    snap = snapshot_of([gpu_node("n1", count=2)], [share("a", 700).node("n1")])
+    report = fragmentation_report(snap, plugin.fragmentation)
+    assert (report.idle_milli, report.total_milli) == (1300, 2000)
+    assert 0 < report.frag_milli <= 1300
+
+
+def test_args_take_a_workload_and_reject_a_shape_with_whole_gpus_and_a_share() -> None:
+    args = GpuTopologyArgs.model_validate(
+        {"typicalPods": [{"cpu": "4", "memory": "16Gi", "gpus": 1, "weight": 3}]}
+    )
+    ((shape, p),) = args.workload().shapes
+    assert (shape.milli_cpu, shape.gpu_count, p) == (4000, 1, 1.0)
+    with pytest.raises(ValidationError):
+        GpuTopologyArgs.model_validate({"typicalPods": [{"gpus": 1, "gpuMilli": 500}]})
+    with pytest.raises(ValidationError):
+        GpuTopologyArgs.model_validate({"strandedWeight": -1})
