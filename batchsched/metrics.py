@@ -52,6 +52,12 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.001, 2, 15),
             registry=reg,
         )
+        self.algorithm_duration = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds (one pod's pure cycle, no binding).",
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=reg,
+        )
         self.extension_point_duration = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",

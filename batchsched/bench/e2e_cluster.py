@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.kube.client import ApiError, ApiUnavailable, request_json
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 SCRIPT: Final = ROOT / "scripts" / "control-plane.sh"
+CRD_DIR: Final = ROOT / "deploy" / "crds"
+CRDS_PATH: Final = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 # A fresh machine builds kube-apiserver and kube-scheduler with Go first (minutes).
 INSTALL_TIMEOUT_S: Final = 3600.0
 SCRIPT_TIMEOUT_S: Final = 300.0
@@ -152,6 +155,35 @@ async def create_nodes(api: ApiClient, count: int, concurrency: int) -> None:
                 raise
 
     await run_bounded(count, concurrency, create)
+
+
+async def install_crds(api: ApiClient, timeout: float = 60.0) -> None:
+    """The CRDs batchsched is deployed with (deploy/crds): it watches their objects and is
+    not ready until it has listed them."""
+    for manifest in sorted(CRD_DIR.glob("*.yaml")):
+        for crd in yaml.safe_load_all(manifest.read_text()):
+            if not isinstance(crd, dict):
+                continue
+            try:
+                await create_object(api, CRDS_PATH, crd)
+            except ApiError as err:
+                if err.status != 409:
+                    raise
+            await _wait_established(api, str(crd["metadata"]["name"]), timeout)
+
+
+async def _wait_established(api: ApiClient, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        crd = await request_json(api, "GET", f"{CRDS_PATH}/{name}")
+        status = crd.get("status")
+        conditions = status.get("conditions") if isinstance(status, dict) else None
+        for condition in conditions if isinstance(conditions, list) else []:
+            if condition.get("type") == "Established" and condition.get("status") == "True":
+                return
+        if time.monotonic() > deadline:
+            raise BenchError(f"CRD {name} not established after {timeout:.0f}s")
+        await asyncio.sleep(0.2)
 
 
 async def create_namespace(api: ApiClient, name: str) -> None:

@@ -28,6 +28,7 @@ READY_TIMEOUT_S: Final = 120.0
 STOP_TIMEOUT_S: Final = 30.0
 _POLL_S: Final = 0.1
 _PORT_LINE: Final = re.compile(rb"serving http port=(\d+)")
+_POD_WATCH_RETRY: Final = "informer retry kind=Pod "
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
@@ -45,6 +46,7 @@ class SchedulerProcess(Protocol):
     async def stop(self) -> None: ...
     def pid(self) -> int | None: ...
     async def metrics(self) -> str: ...
+    def pod_watch_retries(self) -> int | None: ...
 
 
 class Batchsched:
@@ -91,6 +93,11 @@ class Batchsched:
 
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    def pod_watch_retries(self) -> int | None:
+        """How often its Pod informer waited before watching again (its log says so): while
+        it waits it sees no new pod, which shows as latency."""
+        return self.log_path.read_text(errors="replace").count(_POD_WATCH_RETRY)
 
     async def metrics(self) -> str:
         return await http_get(f"http://127.0.0.1:{self._port}/metrics", None)
@@ -152,6 +159,9 @@ class KubeScheduler:
 
     def pid(self) -> int | None:
         return self._plane.pid("kube-scheduler")
+
+    def pod_watch_retries(self) -> int | None:
+        return None  # client-go logs them only at high verbosity
 
     async def metrics(self) -> str:
         return await http_get(f"{self._url()}/metrics", self._tls)

@@ -8,7 +8,6 @@ processes. Times are `time.perf_counter()` values.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ class BindWatch:
         self.expected = expected
         self.appeared: dict[str, float] = {}
         self.bound: dict[str, float] = {}
+        self.reconnects = 0  # each one delays what this watch sees: it is reported
         self._api = api
         self._version = ""
         self._watching = asyncio.Event()
@@ -53,10 +53,13 @@ class BindWatch:
         listing = await request_json(self._api, "GET", self.path)
         self._version = _str_at(listing, "metadata", "resourceVersion")
         while True:
-            # A broken stream resumes from the last event seen: nothing lost, nothing twice.
-            with contextlib.suppress(ApiUnavailable):
+            # Resume from the last event seen: nothing lost, nothing counted twice. The server
+            # closes a watch that falls behind a burst; only a broken connection waits first.
+            try:
                 await self._watch()
-            await asyncio.sleep(RECONNECT_DELAY_S)
+            except ApiUnavailable:
+                await asyncio.sleep(RECONNECT_DELAY_S)
+            self.reconnects += 1
 
     async def _watch(self) -> None:
         query = [

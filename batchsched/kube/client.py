@@ -110,8 +110,30 @@ async def api_client(
             tried.append(f"{source}: {err}")
             continue
         log.info("kube config source=%s host=%s", source, cfg.host)
-        return ApiClient(cfg)
+        api = ApiClient(cfg)
+        await _without_per_request_env_lookups(api)
+        return api
     raise KubeConfigError("no usable Kubernetes credentials; tried " + "; ".join(tried))
+
+
+_PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+async def _without_per_request_env_lookups(api: ApiClient) -> None:
+    """kubernetes_asyncio opens its session with trust_env=True, so aiohttp looks up ~/.netrc
+    and the proxy variables on every request, each in a thread: about 0.4 ms of CPU per
+    request measured here, a fifth of a pod's whole cost. Without proxy variables in the
+    environment there is nothing to find, so use a session that does not look."""
+    if any(os.environ.get(v) or os.environ.get(v.lower()) for v in _PROXY_VARIABLES):
+        return
+    rest = api.rest_client
+    old = rest.pool_manager
+    connector = old.connector
+    old.detach()  # keep the connector (pool size, TLS context) for the new session
+    await old.close()
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=2**21
+    )
 
 
 def _config_sources(kubeconfig: str | None) -> list[str]:

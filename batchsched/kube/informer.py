@@ -300,6 +300,7 @@ class Informer(Generic[T]):
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._listed = False
+        self._delivered = 0  # watch events applied, to tell a busy watch from a failing one
 
     async def wait_synced(self) -> None:
         await self.synced.wait()
@@ -307,6 +308,7 @@ class Informer(Generic[T]):
     async def run(self) -> None:
         while True:
             started = self._clock.now()
+            delivered = self._delivered
             relisted = not self._listed
             try:
                 if relisted:
@@ -321,7 +323,10 @@ class Informer(Generic[T]):
             except (ApiError, ApiUnavailable) as err:
                 await self._wait_before_retry(started, err)
                 continue
-            if self._clock.now() - started < HEALTHY_AFTER_S:
+            # A watch that delivered events and then ended (the API server closes a watcher it
+            # finds slow during a burst) resumes at once from the last resourceVersion; only a
+            # short watch that delivered nothing backs off.
+            if self._delivered == delivered and self._clock.now() - started < HEALTHY_AFTER_S:
                 await self._wait_before_retry(started, "watch ended early")
 
     async def _wait_before_retry(self, started: float, why: object) -> None:
@@ -411,3 +416,4 @@ class Informer(Generic[T]):
                     # last event we applied.
                     raise ApiUnavailable(f"watch {self.resource.kind}: {err}") from err
                 self.store.apply(event)
+                self._delivered += 1

@@ -143,7 +143,10 @@ class App:
             key=lambda g: g.key,
             on_invalid=self._invalid_group,
         )
-        self.informers: list[Watching] = [nodes, pods, classes, groups]
+        # PodGroups are optional: without the CRD installed the scheduler still schedules plain
+        # pods (the PodGroup informer keeps retrying, gang members wait with an Event).
+        self.required: list[Watching] = [nodes, pods, classes]
+        self.informers: list[Watching] = [*self.required, groups]
         elect = config.leader_election.leader_elect
         if options.leader_elect is not None:
             elect = options.leader_elect
@@ -188,7 +191,7 @@ class App:
         return self.elector.healthz() if self.elector is not None else (True, "ok")
 
     def ready(self) -> dict[str, tuple[bool, str]]:
-        waiting = [i.resource.kind for i in self.informers if not i.synced.is_set()]
+        waiting = [i.resource.kind for i in self.required if not i.synced.is_set()]
         if waiting:
             return {"informers-synced": (False, "waiting for " + ", ".join(waiting))}
         return {"informers-synced": (True, "ok")}
@@ -242,7 +245,7 @@ class App:
         return 0
 
     async def _lead_and_schedule(self) -> None:
-        await asyncio.gather(*(i.wait_synced() for i in self.informers))
+        await asyncio.gather(*(i.wait_synced() for i in self.required))
         logger.info("informers synced nodes=%d", len(self.cache.snapshot))
         if self.elector is None:
             await self.scheduler.run()

@@ -133,11 +133,12 @@ class Scheduler:
         result = runner.schedule_one(pod, self.cache.snapshot)
         elapsed = time.perf_counter() - started
         self.counts.attempts += 1
+        self.metrics.algorithm_duration.observe(elapsed)
         if result.placed and result.node_name is not None:
             self.cache.assume(pod, result.node_name)
-            self.observe("scheduled", runner, elapsed)
             self.counts.scheduled += 1
-            self.spawn(self.bind(queued, runner, result))
+            # The attempt is observed when its binding ends, as kube-scheduler does.
+            self.spawn(self.bind(queued, runner, result, cycle_started=started))
             return
         outcome = "error" if result.status.code is Code.ERROR else "unschedulable"
         self.observe(outcome, runner, elapsed)
@@ -160,7 +161,13 @@ class Scheduler:
         self.metrics.schedule_attempts.labels(result=result, profile=profile).inc()
         self.metrics.attempt_duration.labels(result=result, profile=profile).observe(seconds)
 
-    async def bind(self, queued: QueuedPod, runner: ProfileRunner, result: ScheduleResult) -> None:
+    async def bind(
+        self,
+        queued: QueuedPod,
+        runner: ProfileRunner,
+        result: ScheduleResult,
+        cycle_started: float | None = None,
+    ) -> None:
         pod, node = queued.pod, result.node_name
         assert node is not None
         async with self._bind_slots:
@@ -171,6 +178,9 @@ class Scheduler:
                 status=status.code.kube_name,
                 profile=runner.profile.scheduler_name,
             ).observe(time.perf_counter() - started)
+        if cycle_started is not None:
+            outcome = "scheduled" if is_ok(status) else "error"
+            self.observe(outcome, runner, time.perf_counter() - cycle_started)
         if is_ok(status):
             self.cache.finish_binding(pod)
             self.queue.done(pod.uid)
