@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from batchsched.bench import core, e2e, gang_core, parse
+from batchsched.bench import core, e2e, e2e_gang, gang_core, parse
 
 
 def main() -> int:
@@ -16,6 +16,7 @@ def main() -> int:
     gang_core.add_parser(commands)
     parse.add_parser(commands)
     e2e.add_parser(commands)
+    e2e_gang.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
 

@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_S = 1.0
 SUMMARY_INTERVAL_S = 10.0
+STATUS_GRACE_S = 2.0  # a gang waiting less than this gets no "Scheduling" status write
 
 
 class Watching(Protocol):
@@ -254,8 +255,12 @@ class App:
             await self.elector.run(self.scheduler.run)
 
     def _write_group_status(self) -> None:
+        now = self.scheduler.clock.now()
         dirty, self.gangs.dirty = self.gangs.dirty, set()
         for key in dirty:
+            if not self.gangs.settled(key, now, STATUS_GRACE_S):
+                self.gangs.dirty.add(key)  # look again at the next round
+                continue
             group = self.gangs.group(key)
             if group is not None:
                 status = self.gangs.status_of(key, self.cache.snapshot)

@@ -128,18 +128,23 @@ class GangCycle:
     ) -> None:
         s = self.s
         gang = self.gangs.waiting.get(group.key)
+        started_waiting = gang is None
         if gang is None:
-            deadline = s.clock.now() + self.gangs.timeout_of(group.key)
-            gang = self.gangs.waiting[group.key] = WaitingGang(deadline)
+            now = s.clock.now()
+            gang = WaitingGang(now + self.gangs.timeout_of(group.key), since=now)
+            self.gangs.waiting[group.key] = gang
         for reservation in decision.placed:
             uid = reservation.pod.uid
             s.cache.assume(by_uid[uid].pod, reservation.node)
             gang.members.append(WaitingMember(by_uid[uid], decision.results[uid], reservation))
         s.observe("scheduled", runner, elapsed)
         self.gangs.dirty.add(group.key)
-        s.spawn(
-            s.events.record(group_ref(group), "Normal", "Waiting", "Scheduling", decision.message)
-        )
+        if started_waiting:  # one Event when the wait starts, not one per arriving member
+            s.spawn(
+                s.events.record(
+                    group_ref(group), "Normal", "Waiting", "Scheduling", decision.message
+                )
+            )
 
     def _reject(
         self,

@@ -34,6 +34,7 @@ class WaitingMember:
 @dataclass
 class WaitingGang:
     deadline: float  # monotonic; the reservations are released when it passes
+    since: float = 0.0  # monotonic; when the first member was reserved
     members: list[WaitingMember] = field(default_factory=list)
 
     def reservations(self) -> tuple[Reservation, ...]:
@@ -125,6 +126,13 @@ class GangTracker:
         """GangSort's question: the PodGroup's creation time."""
         group = self.groups.get(key)
         return group.creation_time if group is not None else None
+
+    def settled(self, key: str, now: float, grace: float) -> bool:
+        """Whether a status write for `key` is worth it now: a gang that started waiting less
+        than `grace` ago usually completes within it, so its short-lived "Scheduling" phase
+        is not written (one status write per gang instead of two, under a burst)."""
+        gang = self.waiting.get(key)
+        return gang is None or now - gang.since >= grace
 
     def status_of(self, key: str, snapshot: Snapshot) -> dict[str, object]:
         """PodGroup status: the phase and how many members are scheduled."""
