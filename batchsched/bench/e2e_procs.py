@@ -53,7 +53,8 @@ class Batchsched:
     name = "batchsched"
     scheduler_name = "gpu-scheduler"
     # Unlike kube-scheduler's metric of that name, ours times runner.schedule_one only.
-    algorithm_metric = ("scheduler_scheduling_attempt_duration_seconds", 'result="scheduled"')
+    # The pure cycle alone, like kube-scheduler's metric of the same name.
+    algorithm_metric = ("scheduler_scheduling_algorithm_duration_seconds", "")
 
     def __init__(self, kubeconfig: Path, log_path: Path, profile: Path | None = None) -> None:
         self.log_path = log_path
