@@ -52,7 +52,6 @@ class SchedulerProcess(Protocol):
 class Batchsched:
     name = "batchsched"
     scheduler_name = "gpu-scheduler"
-    # Unlike kube-scheduler's metric of that name, ours times runner.schedule_one only.
     # The pure cycle alone, like kube-scheduler's metric of the same name.
     algorithm_metric = ("scheduler_scheduling_algorithm_duration_seconds", "")
 
