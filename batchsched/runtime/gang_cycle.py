@@ -107,16 +107,9 @@ class GangCycle:
             if uid not in placed:  # elastic surplus without room: tried again later
                 s.queue.requeue_unschedulable(queued, s.queue.scheduling_cycle())
         self.gangs.dirty.add(group.key)
+        # Each member gets its own Scheduled Event when bound, and the PodGroup's status says
+        # Scheduled: no extra Event on the PodGroup (one API write per gang saved).
         logger.info("gang placed gang=%s members=%d", group.key, len(members))
-        s.spawn(
-            s.events.record(
-                group_ref(group),
-                "Normal",
-                "Scheduled",
-                "Scheduling",
-                f"gang {group.key}: {len(members)} member(s) placed together, binding",
-            )
-        )
 
     def _wait(
         self,

@@ -62,9 +62,11 @@ class GangTracker:
     # PodGroup informer handler
 
     def on_add(self, group: PodGroupView) -> None:
+        # No status write here: a PodGroup without status is Pending; writing it would cost
+        # one API write per gang for nothing (and our own status write comes back as an
+        # update).
         self.groups[group.key] = group
         self.invalid.pop(group.key, None)
-        self.dirty.add(group.key)
         self._on_group_added()
 
     def on_update(self, old: PodGroupView, new: PodGroupView) -> None:
