@@ -1,0 +1,194 @@
+"""Placement quality on the Alibaba GPU 2023 trace variants, by the ATC '23 paper's method.
+
+`python -m batchsched.bench trace [--variants default,cpu050,...] [--seeds 42-51]
+[--traces DIR] [--jobs N] --out results.json` runs `batchsched simulate`'s paper method for
+every variant x seed (each run one process of a pool), writes every run's curve point at 100 %
+and 130 % arrived to the JSON as it goes (so a long run can be watched), and prints the GPU
+allocation at 130 % arrived, mean over the seeds, next to the paper's policies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Final, TypedDict
+
+from batchsched.bench.trace_paper import PAPER_AT_130, PAPER_SOURCE
+from batchsched.sim.command import choose_profile
+from batchsched.sim.run import run_paper
+from batchsched.sim.trace import embedded_default_pods, embedded_gpu_nodes, read_nodes, read_pods
+
+SHARED_TRACES: Final = Path("/work/shared/traces/alibaba-gpu-2023/csv")
+VARIANTS: Final = (
+    "default",
+    "cpu050",
+    "cpu100",
+    "cpu200",
+    "cpu250",
+    "gpushare40",
+    "gpushare60",
+    "gpushare80",
+    "gpushare100",
+    "gpuspec10",
+    "gpuspec20",
+    "gpuspec25",
+    "gpuspec33",
+    "multigpu20",
+    "multigpu30",
+    "multigpu40",
+    "multigpu50",
+)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """ "42-51", "42,45" or a mix: "42-44,50"."""
+    seeds: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, sep, high = part.partition("-")
+        seeds.extend(range(int(low), int(high) + 1) if sep else [int(low)])
+    return seeds
+
+
+def pods_csv(traces: Path | None, variant: str) -> Path:
+    if traces is None:
+        if variant != "default":
+            raise SystemExit(f"variant {variant}: no --traces directory with the trace variants")
+        return embedded_default_pods()
+    return traces / f"openb_pod_list_{variant}.csv"
+
+
+Row = dict[str, float]
+
+
+def one_run(nodes_csv: str, pods_path: str, seed: int, config: str | None, inflation: float) -> Row:
+    """One paper-method run in a worker process; the curve points the table needs."""
+    start = time.perf_counter()
+    profile = choose_profile(Path(config) if config else None)
+    outcome = run_paper(
+        read_nodes(Path(nodes_csv)),
+        read_pods(Path(pods_path)),
+        profile,
+        seed=seed,
+        inflation=inflation,
+    )
+    curve = outcome.recorder.curve()
+    return {
+        "seed": seed,
+        "pods": outcome.pods,
+        "placed": outcome.recorder.placed_count,
+        "gpu_alloc_pct_at_100": curve[100]["gpu_alloc_pct"],
+        "gpu_alloc_pct_at_130": curve[130]["gpu_alloc_pct"],
+        "frag_gpu_pct_at_130": curve[130]["frag_gpu_pct"],
+        "sim_s": round(outcome.sim_s, 2),
+        "wall_s": round(time.perf_counter() - start, 2),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    shared = SHARED_TRACES if SHARED_TRACES.is_dir() else None
+    traces: Path | None = args.traces if args.traces is not None else shared
+    nodes = args.nodes or (traces / "openb_node_list_gpu_node.csv" if traces else None)
+    nodes = nodes or embedded_gpu_nodes()
+    variants = [v for v in args.variants.split(",") if v] if args.variants else list(VARIANTS)
+    config = str(args.config) if args.config else None
+    header = {
+        "method": "paper (Weng et al., ATC '23): sampled to inflation x GPU capacity, "
+        "placed one at a time, no departures",
+        "inflation": args.inflation,
+        "nodes": str(nodes),
+        "config": config,
+        "paper_source": PAPER_SOURCE,
+    }
+    runs: dict[str, list[Row]] = {v: [] for v in variants}
+    # Seed-major, so a run stopped early still covers every variant.
+    jobs = [(v, s) for s in parse_seeds(args.seeds) for v in variants]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {
+            pool.submit(one_run, str(nodes), str(pods_csv(traces, v)), s, config, args.inflation): (
+                v,
+                s,
+            )
+            for v, s in jobs
+        }
+        for done, future in enumerate(as_completed(futures), 1):
+            variant, seed = futures[future]
+            row = future.result()
+            runs[variant].append(row)
+            print(
+                f"[{done}/{len(jobs)}] {variant} seed {seed}: "
+                f"{row['gpu_alloc_pct_at_130']}% at 130% ({row['wall_s']} s)",
+                file=sys.stderr,
+            )
+            _write(args.out, {**header, "runs": runs})
+    summary = summarize(runs)
+    _write(args.out, {**header, "runs": runs, "summary": summary})
+    print(render(summary))
+    return 0
+
+
+def _write(path: Path, results: Mapping[str, object]) -> None:
+    path.write_text(json.dumps(results, indent=1) + "\n")
+
+
+class VariantSummary(TypedDict):
+    seeds: list[int]
+    gpu_alloc_pct_at_130: float | None
+    sd: float
+    paper: dict[str, float]
+
+
+def summarize(runs: Mapping[str, list[Row]]) -> dict[str, VariantSummary]:
+    summary: dict[str, VariantSummary] = {}
+    for variant, rows in runs.items():
+        values = [r["gpu_alloc_pct_at_130"] for r in rows]
+        summary[variant] = {
+            "seeds": sorted(int(r["seed"]) for r in rows),
+            "gpu_alloc_pct_at_130": round(statistics.mean(values), 2) if values else None,
+            "sd": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0,
+            "paper": PAPER_AT_130.get(variant, {}),
+        }
+    return summary
+
+
+def render(summary: Mapping[str, VariantSummary]) -> str:
+    head = f"{'variant':<12} {'ours@130%':>10} {'sd':>5} {'FGD':>6} {'BestFit':>8} {'vs FGD':>7}"
+    lines = [head]
+    for variant, row in summary.items():
+        ours = row["gpu_alloc_pct_at_130"]
+        fgd = row["paper"].get("FGD")
+        best_fit = row["paper"].get("BestFit")
+        delta = f"{ours - fgd:+.2f}" if ours is not None and fgd is not None else "-"
+        lines.append(
+            f"{variant:<12} {_num(ours):>10} {row['sd']:>5.2f} {_num(fgd):>6} "
+            f"{_num(best_fit):>8} {delta:>7}"
+        )
+    lines.append(f"paper: {PAPER_SOURCE}")
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "trace", help="GPU allocation at 130 % arrived on the Alibaba GPU 2023 trace variants"
+    )
+    parser.add_argument("--variants", help=f"comma list (default: all {len(VARIANTS)})")
+    parser.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,43 (default 42-51)")
+    parser.add_argument(
+        "--traces", type=Path, help=f"directory of openb_pod_list_*.csv (default {SHARED_TRACES})"
+    )
+    parser.add_argument("--nodes", type=Path, help="node CSV (default: the GPU node list)")
+    parser.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
+    parser.add_argument("--inflation", type=float, default=1.3)
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--out", type=Path, default=Path("trace-results.json"))
+    parser.set_defaults(run=run)

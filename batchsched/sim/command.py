@@ -1,0 +1,220 @@
+"""`batchsched simulate`: read the inputs, run the simulation, print, write JSON and a report."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TextIO
+
+from batchsched.cluster_file import ClusterFileError, ClusterState, load_cluster
+from batchsched.config import ConfigError, default_config, load_config
+from batchsched.framework.profile import Profile
+from batchsched.model.errors import InvalidObject
+from batchsched.sim.generator import GeneratorError, GeneratorSpec, generate
+from batchsched.sim.run import (
+    PAPER,
+    PAPER_PERCENTAGE,
+    REPLAY,
+    Cluster,
+    Outcome,
+    paper_pods,
+    simulate,
+    target_of,
+    target_of_trace,
+)
+from batchsched.sim.trace import (
+    DEFAULT_SCHEDULER_NAME,
+    PodFactory,
+    TraceError,
+    TracePod,
+    embedded_default_pods,
+    embedded_gpu_nodes,
+    read_nodes,
+    read_pods,
+)
+from batchsched.sim.workload import SimPod, replay_workload, yaml_workload
+from gpu.workload import Workload
+
+EXIT_BAD_INPUT: Final = 2
+
+
+@dataclass(frozen=True)
+class SimulateRequest:
+    nodes: Path | None = None
+    cluster: Path | None = None
+    pods: Path | None = None
+    generate: str | None = None
+    method: str | None = None
+    inflation: float = 1.3
+    seed: int = 42
+    config: Path | None = None
+    percentage: int | None = None
+    json_out: Path | None = None
+    report: Path | None = None
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class Inputs:
+    cluster: Cluster
+    trace: list[TracePod] | None  # rows of a pod CSV, when the workload is one
+    pods: list[SimPod]  # YAML or generated pods (empty for a trace)
+    description: str
+
+
+class InputError(ValueError):
+    pass
+
+
+def choose_profile(config_path: Path | None) -> Profile:
+    config = load_config(config_path) if config_path else default_config()
+    profiles = config.build_profiles()
+    return profiles.get(DEFAULT_SCHEDULER_NAME) or next(iter(profiles.values()))
+
+
+def read_inputs(req: SimulateRequest) -> Inputs:
+    pods_csv = req.pods is not None and req.pods.suffix.lower() == ".csv"
+    yaml_paths = [p for p in (req.cluster, None if pods_csv else req.pods) if p is not None]
+    state = load_cluster(yaml_paths) if yaml_paths else None
+    cluster = _cluster(req, state)
+    pending = [p for p in state.pods if not p.node_name and not p.is_finished] if state else []
+    pods = yaml_workload(pending)
+    if req.generate is not None:
+        pods += generate(GeneratorSpec.parse(req.generate), req.seed)
+        return Inputs(cluster, None, pods, f"generated workload ({req.generate})")
+    if pods:
+        return Inputs(cluster, None, pods, f"{len(pods)} pods from {_names(yaml_paths)}")
+    trace_path = req.pods if pods_csv and req.pods else embedded_default_pods()
+    return Inputs(cluster, read_pods(trace_path), [], f"trace {trace_path.name}")
+
+
+def _cluster(req: SimulateRequest, state: ClusterState | None) -> Cluster:
+    if state is not None and state.nodes:
+        running = [p for p in state.pods if p.node_name and not p.is_finished]
+        return Cluster(state.nodes, running, state.namespace_labels)
+    if state is not None and any(p.node_name for p in state.pods):
+        raise InputError("the YAML has bound pods but no Nodes to count them on")
+    return Cluster(read_nodes(req.nodes or embedded_gpu_nodes()))
+
+
+def _names(paths: Sequence[Path]) -> str:
+    return ", ".join(p.name for p in paths)
+
+
+def plan(
+    req: SimulateRequest, inputs: Inputs, profile: Profile
+) -> tuple[str, list[SimPod], Workload]:
+    """The method, the arriving pods and the target workload for fragmentation."""
+    method = req.method or (PAPER if inputs.trace is not None else REPLAY)
+    if inputs.trace is None:
+        if method == PAPER:
+            raise InputError("the paper's method samples a trace: give --pods a pod CSV")
+        return method, inputs.pods, target_of(inputs.pods)
+    factory = PodFactory(profile.scheduler_name)
+    target = target_of_trace(inputs.trace)
+    if method == REPLAY:
+        return method, replay_workload(inputs.trace, factory), target
+    pods = paper_pods(
+        inputs.trace, inputs.cluster.nodes, req.inflation, req.seed, profile.scheduler_name
+    )
+    return method, pods, target
+
+
+def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
+    start = time.perf_counter()
+    try:
+        profile = choose_profile(req.config)
+        inputs = read_inputs(req)
+        method, pods, target = plan(req, inputs, profile)
+    except (
+        ClusterFileError,
+        ConfigError,
+        GeneratorError,
+        InputError,
+        InvalidObject,
+        TraceError,
+        ValueError,
+    ) as error:
+        print(f"batchsched simulate: {error}", file=err)
+        return EXIT_BAD_INPUT
+    percentage = req.percentage
+    if percentage is None and method == PAPER:
+        percentage = PAPER_PERCENTAGE
+    outcome = simulate(
+        inputs.cluster,
+        pods,
+        profile,
+        seed=req.seed,
+        target=target,
+        method=method,
+        inflation=req.inflation if method == PAPER else None,
+        percentage=percentage,
+        show_progress=not req.quiet,
+        # A pod the paper's method cannot place is never retried: nobody asks why.
+        record_reasons=method != PAPER,
+    )
+    wall = time.perf_counter() - start
+    print(render_summary(outcome, inputs.description, wall), file=out)
+    write_outputs(req, outcome, inputs.description, wall, out)
+    return 0
+
+
+def write_outputs(
+    req: SimulateRequest, outcome: Outcome, description: str, wall_s: float, out: TextIO
+) -> None:
+    if req.json_out is not None:
+        document = outcome.to_json()
+        document["summary"] = {**outcome.summary(), "wall_s": round(wall_s, 3)}
+        req.json_out.write_text(json.dumps(document, indent=1) + "\n")
+    if req.report is not None:
+        from batchsched.sim.report import write_report  # matplotlib loads only when asked
+
+        write_report(outcome, req.report, f"batchsched simulate: {description}")
+        print(f"report: {req.report / 'index.html'}", file=out)
+
+
+def render_summary(outcome: Outcome, description: str, wall_s: float) -> str:
+    s = outcome.summary()
+    lines = [f"{description}, {_method_text(outcome)}, seed {outcome.seed}"]
+    lines.append(
+        f"cluster: {s['nodes']} nodes, {s['gpus']} GPUs; "
+        f"{s['pods_arrived']} pods arrived ({s['arrived_gpu_pct']}% of GPU capacity requested)"
+    )
+    lines.append(
+        f"placed: {s['pods_placed']} pods; waiting at the end: {s['pods_waiting']}; "
+        f"not ours or gated: {s['pods_ignored']}"
+    )
+    if outcome.method == PAPER and s["gpu_alloc_pct_at_130"] is not None:
+        lines.append(
+            f"GPU allocation: {s['gpu_alloc_pct_at_100']}% at 100% arrived, "
+            f"{s['gpu_alloc_pct_at_130']}% at 130% arrived "
+            f"(fragmented GPUs at 130%: {s['frag_gpu_pct_at_130']}%)"
+        )
+    elif outcome.method == PAPER:
+        lines.append(f"GPU allocation at the end: {s['gpu_alloc_pct_end']}%")
+    else:
+        waits = s["wait_s"]
+        assert isinstance(waits, dict)
+        lines.append(
+            f"GPU allocation at the end: {s['gpu_alloc_pct_end']}%; wait p50 {waits['p50']} s, "
+            f"p90 {waits['p90']} s, max {waits['max']} s"
+        )
+    rate = outcome.pods / wall_s if wall_s else 0.0
+    lines.append(
+        f"speed: {outcome.pods} pods in {wall_s:.2f} s wall ({rate:,.0f} pods/s), "
+        f"{outcome.sim_s:.2f} s of it simulating ({outcome.pods / max(outcome.sim_s, 1e-9):,.0f} "
+        f"pods/s, {s['scheduling_cycles']} scheduling cycles)"
+    )
+    return "\n".join(lines)
+
+
+def _method_text(outcome: Outcome) -> str:
+    if outcome.method == PAPER:
+        return (
+            f"paper's method (Weng et al., ATC '23: sampled to {outcome.inflation:.0%} of GPU "
+            "capacity, one at a time, no departures)"
+        )
+    return "replay on a virtual clock (arrivals and departures)"

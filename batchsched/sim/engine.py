@@ -1,0 +1,183 @@
+"""The discrete-event simulator: a virtual clock driving the live scheduler's snapshot and core.
+
+Events are arrivals and departures on a heap ordered by time; at one instant departures go
+first (their capacity is free for the pods arriving then), then arrivals in input order. After
+each instant's events, one scheduling pass pops the active queue in the profile's QueueSort
+order and runs one `ProfileRunner.schedule_one` cycle per pod on the shared `Snapshot`, exactly
+as the live scheduling loop does. A pod that does not fit waits in the unschedulable pool until a
+departure frees a node it might fit on (kube-scheduler's queueing hint for NodeResourcesFit);
+the simulator has no periodic flush of that pool, since nothing but departures changes the
+cluster. A bound pod leaves `runtime` seconds later. Permit's "wait" counts as allowed: the
+simulator binds at once (gang permits come with the gang plugins).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol
+
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.profile import Profile
+from batchsched.framework.runner import ProfileRunner, ScheduleResult
+from batchsched.framework.status import is_ok
+from batchsched.model.resources import NVIDIA_GPU
+from batchsched.sim.workload import SimPod
+from batchsched.snapshot import NodeInfo, Snapshot
+
+_DEPART: Final = 0
+_ARRIVE: Final = 1
+
+
+class Observer(Protocol):
+    """What the metrics see of a run; every call is at `now` on the virtual clock."""
+
+    def arrived(self, pod: SimPod, now: float) -> None: ...
+
+    def placed(self, pod: SimPod, info: NodeInfo, now: float) -> None: ...
+
+    def departed(self, pod: SimPod, info: NodeInfo, now: float) -> None: ...
+
+    def instant_done(self, now: float, waiting: int) -> None: ...
+
+
+class Simulator:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        profile: Profile,
+        observer: Observer,
+        seed: int = 0,
+        progress: Callable[[int], None] | None = None,
+        record_reasons: bool = True,
+    ) -> None:
+        self.snapshot = snapshot
+        self.profile = profile
+        self.runner = ProfileRunner(profile, seed)
+        self.observer = observer
+        self.progress = progress
+        # Aggregating kube-scheduler's failure message costs a pass over every node's status:
+        # runs that only measure (the paper's method) can skip it.
+        self.record_reasons = record_reasons
+        self.attempts = 0  # scheduling cycles run
+        self.last_failure: dict[str, str] = {}  # uid -> why it is still waiting
+        self.ignored: list[SimPod] = []  # another scheduler's pods, or gated by PreEnqueue
+        self._events: list[tuple[float, int, int, SimPod]] = []
+        self._seq = 0
+        self._active: list[QueuedPod] = []
+        self._unschedulable: dict[str, QueuedPod] = {}
+        self._waiting: dict[str, SimPod] = {}
+        self._order = functools.cmp_to_key(self._compare)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def waiting_pods(self) -> list[SimPod]:
+        return list(self._waiting.values())
+
+    def run(self, pods: Sequence[SimPod]) -> None:
+        """Play every arrival and the departures they cause until the heap is empty."""
+        for pod in pods:
+            self._push(pod.arrival, _ARRIVE, pod)
+        handled = 0
+        while self._events:
+            now = self._events[0][0]
+            freed: list[NodeInfo] = []
+            while self._events and self._events[0][0] == now:
+                _, kind, _, pod = heapq.heappop(self._events)
+                if kind == _DEPART:
+                    freed.append(self._depart(pod, now))
+                else:
+                    self._arrive(pod, now)
+                    handled += 1
+            if freed:
+                self._requeue(freed, now)
+            self._schedule_pass(now)
+            self.observer.instant_done(now, len(self._waiting))
+            if self.progress is not None:
+                self.progress(handled)
+
+    def _push(self, when: float, kind: int, pod: SimPod) -> None:
+        heapq.heappush(self._events, (when, kind, self._seq, pod))
+        self._seq += 1
+
+    def _arrive(self, pod: SimPod, now: float) -> None:
+        self.observer.arrived(pod, now)
+        if pod.pod.scheduler_name != self.profile.scheduler_name:
+            self.ignored.append(pod)
+            return
+        for gate in self.profile.pre_enqueue:
+            status = gate.pre_enqueue(pod.pod)
+            if not is_ok(status):
+                self.ignored.append(pod)
+                self.last_failure[pod.pod.uid] = status.message()
+                return
+        self._waiting[pod.pod.uid] = pod
+        self._active.append(QueuedPod(pod.pod, now))
+
+    def _depart(self, pod: SimPod, now: float) -> NodeInfo:
+        info = self.snapshot.node_of(pod.pod.uid)
+        assert info is not None, f"{pod.pod.key} departs but is counted nowhere"
+        self.snapshot.forget(pod.pod)
+        self.observer.departed(pod, info, now)
+        return info
+
+    def _compare(self, a: QueuedPod, b: QueuedPod) -> int:
+        less = self.profile.queue_sort.less
+        if less(a, b):
+            return -1
+        return 1 if less(b, a) else 0
+
+    def _schedule_pass(self, now: float) -> None:
+        if not self._active:
+            return
+        queue = sorted(self._active, key=self._order) if len(self._active) > 1 else self._active
+        self._active = []
+        for queued in queue:
+            result = self.runner.schedule_one(queued.pod, self.snapshot)
+            self.attempts += 1
+            self._settle(queued, result, now)
+
+    def _settle(self, queued: QueuedPod, result: ScheduleResult, now: float) -> None:
+        uid = queued.pod.uid
+        pod = self._waiting[uid]
+        if result.placed and result.node_name is not None:
+            del self._waiting[uid]
+            self.last_failure.pop(uid, None)
+            info = self.snapshot.get(result.node_name)
+            assert info is not None
+            self.observer.placed(pod, info, now)
+            if pod.runtime is not None:
+                self._push(now + pod.runtime, _DEPART, pod)
+            return
+        if self.record_reasons:
+            self.last_failure[uid] = result.message()
+        # As kube-scheduler does, a pod back from an attempt queues behind those already there.
+        self._unschedulable[uid] = QueuedPod(queued.pod, now, queued.attempts + 1)
+
+    def _requeue(self, freed: list[NodeInfo], now: float) -> None:
+        for uid, queued in list(self._unschedulable.items()):
+            pod = self._waiting[uid]
+            if any(might_fit(pod, info) for info in freed):
+                del self._unschedulable[uid]
+                self._active.append(queued)
+
+
+def might_fit(pod: SimPod, info: NodeInfo) -> bool:
+    """Could the pod fit `info` now, by resources alone? Cheap, and generous when unsure."""
+    view = pod.pod
+    if view.pod_affinity or view.pod_anti_affinity or view.spread_constraints:
+        return True  # a departure may lift a pod-level constraint anywhere
+    req = view.requests
+    if info.alloc_milli_cpu - info.req_milli_cpu < req.milli_cpu:
+        return False
+    if info.alloc_memory - info.req_memory < req.memory:
+        return False
+    if info.alloc_pods - len(info.pods) < 1:
+        return False
+    for name, amount in req.scalar.items():
+        if info.alloc_scalar.get(name, 0) - info.req_scalar.get(name, 0) < amount:
+            return False
+    return not pod.share_milli or info.alloc_scalar.get(NVIDIA_GPU, 0) > 0
