@@ -184,8 +184,13 @@ async def test_restarting_the_api_server_mid_run_loses_no_pod_and_binds_none_twi
         # answers plus failed ones cover all 120, and none was answered twice.
         pods = await client.CoreV1Api(api).list_namespaced_pod(NS)
         where = {p.metadata.uid: p.spec.node_name for p in pods.items}
-        counted = {uid: info.name for info in app.cache.snapshot for uid in info.pods}
-        assert counted == where
+
+        def counted() -> dict[str, str]:
+            return {uid: info.name for info in app.cache.snapshot for uid in info.pods}
+
+        # The watch delivers the last bindings a moment after the API shows them.
+        await wait_for(lambda: counted() == where, timeout=30, what="cache agrees with API")
+        assert counted() == where
         counts = app.scheduler.counts
         assert counts.bound <= 120 <= counts.bound + counts.bind_failures
         await wait_for(lambda: app.cache.assumed_count() == 0, timeout=30, what="all confirmed")
