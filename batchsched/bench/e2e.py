@@ -27,7 +27,7 @@ from kubernetes_asyncio.client import ApiClient
 from batchsched.bench.e2e_cluster import (
     BenchError,
     ControlPlane,
-    attach_control_plane,
+    control_plane_for,
     count_nodes,
     create_namespace,
     create_nodes,
@@ -37,8 +37,6 @@ from batchsched.bench.e2e_cluster import (
     install_crds,
     kube_version,
     new_run_dir,
-    start_control_plane,
-    stop_control_plane,
 )
 from batchsched.bench.e2e_procs import (
     Batchsched,
@@ -164,18 +162,8 @@ async def bench(
 async def main(args: argparse.Namespace) -> int:
     run_dir = new_run_dir()
     print(f"logs: {run_dir}", flush=True)
-    if args.kubeconfig:
-        plane = attach_control_plane(args.kubeconfig)
-    else:
-        plane = await asyncio.to_thread(start_control_plane, run_dir)
-    try:
+    async with control_plane_for(args.kubeconfig, run_dir, keep=args.keep) as plane:
         machine, results = await bench(plane, args, run_dir)
-    finally:
-        if plane.owned and not args.keep:
-            await asyncio.to_thread(stop_control_plane, plane)
-        elif plane.owned:
-            print(f"kept: KUBECONFIG={plane.kubeconfig}; stop with BATCHSCHED_CP_DIR="
-                  f"{plane.state_dir} scripts/control-plane.sh down --purge")  # fmt: skip
     shape = (args.nodes, args.pods, args.concurrency)
     print(render(machine, results, *shape))
     if args.json:

@@ -9,11 +9,12 @@ scheduler itself uses.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -270,3 +271,23 @@ async def delete_bench_nodes(api: ApiClient) -> None:
 async def _any_left(api: ApiClient, path: str) -> bool:
     items = (await request_json(api, "GET", path, query=[("limit", "1")])).get("items")
     return bool(items)
+
+
+@contextlib.asynccontextmanager
+async def control_plane_for(
+    kubeconfig: Path | None, run_dir: Path, *, keep: bool
+) -> AsyncIterator[ControlPlane]:
+    """The given cluster, or a control plane of our own that is torn down afterwards unless
+    `keep` (then how to stop it is printed)."""
+    if kubeconfig:
+        plane = attach_control_plane(kubeconfig)
+    else:
+        plane = await asyncio.to_thread(start_control_plane, run_dir)
+    try:
+        yield plane
+    finally:
+        if plane.owned and not keep:
+            await asyncio.to_thread(stop_control_plane, plane)
+        elif plane.owned:
+            print(f"kept: KUBECONFIG={plane.kubeconfig}; stop with BATCHSCHED_CP_DIR="
+                  f"{plane.state_dir} scripts/control-plane.sh down --purge")  # fmt: skip

@@ -34,7 +34,7 @@ from batchsched.bench.e2e_cluster import (
     BENCH_LABEL,
     BenchError,
     ControlPlane,
-    attach_control_plane,
+    control_plane_for,
     count_nodes,
     create_namespace,
     create_object,
@@ -44,8 +44,6 @@ from batchsched.bench.e2e_cluster import (
     kube_version,
     new_run_dir,
     run_bounded,
-    start_control_plane,
-    stop_control_plane,
 )
 from batchsched.bench.e2e_procs import Batchsched, CpuMeter, KubeScheduler, SchedulerProcess
 from batchsched.bench.e2e_report import Machine, machine_info
@@ -416,18 +414,8 @@ def render(machine: Machine, results: list[GangMeasurement], args: argparse.Name
 async def main(args: argparse.Namespace) -> int:
     run_dir = new_run_dir()
     print(f"logs: {run_dir}", flush=True)
-    if args.kubeconfig:
-        plane = attach_control_plane(args.kubeconfig)
-    else:
-        plane = await asyncio.to_thread(start_control_plane, run_dir)
-    try:
+    async with control_plane_for(args.kubeconfig, run_dir, keep=args.keep) as plane:
         machine, results = await bench(plane, args, run_dir)
-    finally:
-        if plane.owned and not args.keep:
-            await asyncio.to_thread(stop_control_plane, plane)
-        elif plane.owned:
-            print(f"kept: KUBECONFIG={plane.kubeconfig}; stop with BATCHSCHED_CP_DIR="
-                  f"{plane.state_dir} scripts/control-plane.sh down --purge")  # fmt: skip
     print(render(machine, results, args))
     if args.json:
         body = {
