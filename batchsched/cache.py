@@ -21,6 +21,7 @@ from batchsched.clock import Clock
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
+from gpu.topology import NodeTopology
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ class SchedulerCache:
         if not waiting:
             del self._aside[node.name]
         log.debug("node removed node=%s pods_aside=%d", node.name, len(waiting))
+
+    def set_measured_topology(self, node_name: str, topology: NodeTopology | None) -> None:
+        """The node agent's GPU topology for a node, or None to fall back to its labels."""
+        self.snapshot.set_measured_topology(node_name, topology)
 
     # Bound pods from the watch
 

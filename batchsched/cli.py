@@ -56,10 +56,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="host:port for /healthz, /readyz and /metrics (port 0 picks a free one)",
     )
     run.add_argument("--seed", type=int, default=0, help="seed for tie-breaking")
+    add_quota_arguments(run)
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.add_argument("--log-format", default="text", choices=("text", "json"))
     add_simulate_parser(commands)
     return parser
+
+
+def add_quota_arguments(run: argparse.ArgumentParser) -> None:
+    """Tenant quota flags of `batchsched run` (docs/configuration.md, "Tenant quota file")."""
+    run.add_argument("--quota", type=Path, help="tenant quota file (QuotaConfig YAML), reloaded")
+    run.add_argument(
+        "--quota-configmap",
+        type=_object_ref,
+        metavar="NAMESPACE/NAME",
+        help="the ConfigMap the quota file is mounted from: reload Events are about it "
+        "(default: the leader election Lease)",
+    )
+    run.add_argument(
+        "--quota-poll-interval",
+        type=_positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often the quota file is checked for a change (default 10)",
+    )
+
+
+def _object_ref(text: str) -> str:
+    from batchsched.runtime.quota_reload import parse_object_ref
+
+    try:
+        parse_object_ref(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
 
 
 def add_simulate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -110,11 +150,14 @@ def run_scheduler(args: argparse.Namespace) -> int:
     from batchsched.config import ConfigError, default_config, load_config
     from batchsched.kube.client import KubeConfigError
     from batchsched.runtime.app import RunOptions, run
+    from queues.config import load_quota_file
 
     configure_logging(args.log_level, args.log_format)
     host, _, port = args.http_address.rpartition(":")
     try:
         config = load_config(args.config) if args.config else default_config()
+        if args.quota is not None:
+            load_quota_file(args.quota)  # fail before connecting; the App loads it again
     except ConfigError as err:
         print(f"batchsched run: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -125,10 +168,13 @@ def run_scheduler(args: argparse.Namespace) -> int:
         http_port=int(port),
         seed=args.seed,
         identity=args.identity,
+        quota=args.quota,
+        quota_configmap=args.quota_configmap,
+        quota_poll_interval=args.quota_poll_interval,
     )
     try:
         return asyncio.run(run(options, config))
-    except KubeConfigError as err:
+    except (KubeConfigError, ConfigError) as err:  # ConfigError: a bad or missing quota file
         print(f"batchsched run: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

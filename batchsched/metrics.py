@@ -35,6 +35,7 @@ class SchedulerMetrics:
         self._define_scheduling()
         self._define_queue_and_cache()
         self._define_operations()
+        self._define_quota()
 
     def _define_scheduling(self) -> None:
         reg = self.registry
@@ -143,6 +144,21 @@ class SchedulerMetrics:
             "batchsched_config_errors_total",
             "Configuration that was rejected (the last good one stays in force), by source.",
             ["source"],
+            registry=reg,
+        )
+
+    def _define_quota(self) -> None:
+        reg = self.registry
+        self.quota_reloads = Counter(
+            "batchsched_quota_config_reloads_total",
+            "Changes of the tenant quota file seen after start-up, by the result: 'success' "
+            "(put in force) or 'error' (rejected; the last good one stays in force).",
+            ["result"],
+            registry=reg,
+        )
+        self.quota_last_reload_success = Gauge(
+            "batchsched_quota_config_last_reload_success_timestamp_seconds",
+            "Unix time the quota file in force was loaded (at start-up or by a reload).",
             registry=reg,
         )
 

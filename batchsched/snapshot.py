@@ -23,6 +23,7 @@ from batchsched.model.resources import Resources
 from gpu.discovery import topology_for
 from gpu.ledger import GpuLedger, Grants
 from gpu.requests import counted_request
+from gpu.topology import NodeTopology
 
 _ADD: Final = 1
 _REMOVE: Final = 2
@@ -34,8 +35,9 @@ _MAX_GPU_HINTS: Final = 65536
 _GENERATIONS: Final = count(1)
 
 
-def _ledger_for(node: NodeView) -> GpuLedger | None:
-    topology = topology_for(node)
+def _ledger_for(node: NodeView, measured: NodeTopology | None = None) -> GpuLedger | None:
+    # The node agent's measured topology, where there is one, replaces the label-derived one.
+    topology = measured if measured is not None else topology_for(node)
     return GpuLedger(topology) if topology.gpus else None
 
 
@@ -64,7 +66,7 @@ class NodeInfo:
         "used_ports",
     )
 
-    def __init__(self, node: NodeView) -> None:
+    def __init__(self, node: NodeView, measured: NodeTopology | None = None) -> None:
         self.node = node
         self.name = node.name
         alloc = node.allocatable
@@ -83,7 +85,7 @@ class NodeInfo:
         self.used_ports: list[HostPort] = []
         self.pods_with_affinity = 0
         self.pods_with_required_anti_affinity = 0
-        self.gpu = _ledger_for(node)
+        self.gpu = _ledger_for(node, measured)
         self.generation = next(_GENERATIONS)
 
     @property
@@ -157,6 +159,8 @@ class Snapshot:
         self.pods_with_affinity = 0
         self.pods_with_required_anti_affinity = 0
         self.gpu_nodes = sum(1 for info in self.nodes if info.gpu is not None)
+        # Node name -> the node agent's topology (NodeResourceTopology), nodes not seen included.
+        self._measured: dict[str, NodeTopology] = {}
         self._gpu_hints: dict[str, tuple[str, Grants]] = {}
         # (op, pod, node, GPUs): the GPUs a removed pod held, or a regranted pod's previous ones.
         self._log: list[tuple[int, PodView, NodeInfo, Grants]] = []
@@ -224,7 +228,7 @@ class Snapshot:
         """Append a node to the order (the cache's watch events; never inside a cycle)."""
         if node.name in self._by_name:
             raise ValueError(f"node {node.name} is already in the snapshot")
-        info = NodeInfo(node)
+        info = NodeInfo(node, self._measured.get(node.name))
         self.nodes.append(info)
         self._by_name[node.name] = info
         self._index_node(node, 1)
@@ -251,7 +255,7 @@ class Snapshot:
         """A node update may change its GPUs (count, product, health): rebuild the ledger and
         count the pods again, keeping each pod's GPUs where they still exist."""
         old = info.gpu
-        fresh = _ledger_for(info.node)
+        fresh = _ledger_for(info.node, self._measured.get(info.name))
         if old is not None and fresh is not None and fresh.topology is old.topology:
             return
         self.gpu_nodes += (fresh is not None) - (old is not None)
@@ -264,6 +268,19 @@ class Snapshot:
                 fresh.take(pod.uid, held, overcommit=True)
             else:
                 self._grant(pod, info, None)
+
+    def set_measured_topology(self, node_name: str, topology: NodeTopology | None) -> None:
+        """The node agent's topology for a node (None: back to its labels). Pods keep their
+        GPUs where the new topology still has them (the cache's watch events, never in a cycle).
+        """
+        if topology is None:
+            self._measured.pop(node_name, None)
+        else:
+            self._measured[node_name] = topology
+        info = self._by_name.get(node_name)
+        if info is not None:
+            self._refit_gpus(info)
+            info.generation = next(_GENERATIONS)
 
     def remove_node(self, node_name: str) -> list[PodView]:
         """Drop a node; returns the pods that were counted on it, now counted nowhere."""

@@ -54,6 +54,10 @@ PODS: Final = ResourceSpec(
 PRIORITY_CLASSES: Final = ResourceSpec(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"
 )
+# The node agent's GPU topology, one cluster-scoped object per node (gpu/nrt.py).
+NODE_RESOURCE_TOPOLOGIES: Final = ResourceSpec(
+    "NodeResourceTopology", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
+)
 
 
 class InformerHandler(Protocol[T_contra]):

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -26,7 +26,14 @@ from batchsched.framework.profile import Profile
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.kube.binder import EventRecorder, KubeBinder, ObjectRef, PodStatusWriter
 from batchsched.kube.client import api_client
-from batchsched.kube.informer import NODES, PODS, PRIORITY_CLASSES, Informer, ResourceSpec
+from batchsched.kube.informer import (
+    NODE_RESOURCE_TOPOLOGIES,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    Informer,
+    ResourceSpec,
+)
 from batchsched.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
 from batchsched.kube.podgroups import POD_GROUPS, PodGroupStatusWriter
 from batchsched.metrics import SchedulerMetrics
@@ -36,10 +43,24 @@ from batchsched.model.priority_class import parse_priority_class
 from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.runtime.gangs import GangTracker
-from batchsched.runtime.handlers import NodeEvents, PodEvents, PriorityClassEvents
+from batchsched.runtime.handlers import (
+    NodeEvents,
+    PodEvents,
+    PriorityClassEvents,
+    TopologyEvents,
+)
 from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.quota_reload import (
+    QuotaReloader,
+    configmap_ref,
+    lease_ref,
+    parse_object_ref,
+    uid_resolver,
+)
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.server import serve
+from gpu.nrt import API_VERSION, KIND, parse_nrt
+from queues.model import QuotaPolicy, single_tenant_policy
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +89,11 @@ class RunOptions:
     http_port: int = 10251
     seed: int = 0
     identity: str | None = None
+    # Tenant quotas (queues/): the file, the ConfigMap it is mounted from ("NS/NAME", what
+    # reload Events are about) and how often the file is checked for a change.
+    quota: Path | None = None
+    quota_configmap: str | None = None
+    quota_poll_interval: float = 10.0
 
 
 def attach_binding_client(profiles: Mapping[str, Profile], client: BindingClient) -> None:
@@ -148,6 +174,7 @@ class App:
         # pods (the PodGroup informer keeps retrying, gang members wait with an Event).
         self.required: list[Watching] = [nodes, pods, classes]
         self.informers: list[Watching] = [*self.required, groups]
+        self._init_topology(api)
         elect = config.leader_election.leader_elect
         if options.leader_elect is not None:
             elect = options.leader_elect
@@ -155,6 +182,73 @@ class App:
         if elect:
             settings = LeaderElectionConfig.from_settings(config.leader_election, options.identity)
             self.elector = LeaderElector(api, settings, clock=clock, metrics=self.metrics)
+        self._init_quota(api, clock, config)
+
+    # Tenant quotas: the policy in force, its subscribers, and the reload of its file.
+
+    def _init_quota(self, api: ApiClient, clock: SystemClock, config: SchedulerConfig) -> None:
+        """Loads the quota file (QuotaConfigError when it is missing or bad: at start-up there
+        is no last good config to keep)."""
+        self.on_quota_change: list[Callable[[QuotaPolicy], None]] = []
+        self.quota_policy: QuotaPolicy = single_tenant_policy()
+        self.quota_reloader: QuotaReloader | None = None
+        if self.options.quota is None:
+            return
+        lease = config.leader_election
+        regarding = (
+            configmap_ref(*parse_object_ref(self.options.quota_configmap))
+            if self.options.quota_configmap
+            else lease_ref(lease.resource_namespace, lease.resource_name)
+        )
+        self.quota_reloader = QuotaReloader(
+            self.options.quota,
+            on_change=self._quota_changed,
+            recorder=self.scheduler.events,
+            regarding=regarding,
+            metrics=self.metrics,
+            clock=clock,
+            interval=self.options.quota_poll_interval,
+            resolve=uid_resolver(api),
+        )
+        self.quota_policy = self.quota_reloader.load_initial()
+
+    def _quota_changed(self, policy: QuotaPolicy) -> None:
+        self.quota_policy = policy
+        for subscriber in self.on_quota_change:
+            try:
+                subscriber(policy)
+            except Exception:  # one subscriber's bug must not keep the policy from the others
+                logger.exception("quota subscriber failed subscriber=%r", subscriber)
+
+    # Node agent topology (gpu/nrt.py): optional, like PodGroups; without the CRD or an object
+    # for a node, that node's GPUs come from its labels.
+
+    def _init_topology(self, api: ApiClient) -> None:
+        self.topology_events = TopologyEvents(self.cache, self.queue)
+        self.informers.append(
+            Informer(
+                api,
+                NODE_RESOURCE_TOPOLOGIES,
+                parse_nrt,
+                self.topology_events,
+                key=lambda m: m.node,
+                on_invalid=self._invalid_topology,
+            )
+        )
+
+    def _invalid_topology(self, raw: Mapping[str, object], err: Exception) -> None:
+        """A malformed NodeResourceTopology: counted, an Event on it, its node back on labels."""
+        self._invalid(raw, err)
+        meta = raw.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            return
+        name = str(meta["name"])
+        self.topology_events.drop(name)
+        ref = ObjectRef(API_VERSION, KIND, "default", name, str(meta.get("uid", "")))
+        note = f"GPU topology ignored, node {name} falls back to its labels: {err}"
+        self.scheduler.spawn(
+            self.scheduler.events.record(ref, "Warning", "InvalidTopology", "Parsing", note)
+        )
 
     def stop(self) -> None:
         """Stop scheduling, let bindings in flight finish, release the lease (as on SIGTERM)."""
@@ -227,6 +321,8 @@ class App:
             async with asyncio.TaskGroup() as tasks:
                 children = [tasks.create_task(i.run()) for i in self.informers]
                 children.append(tasks.create_task(self._housekeeping()))
+                if self.quota_reloader is not None:
+                    children.append(tasks.create_task(self.quota_reloader.run()))
                 work = tasks.create_task(self._lead_and_schedule())
                 stopped = tasks.create_task(stop.wait())
                 await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -16,6 +16,7 @@ from batchsched.model.pod import PodView
 from batchsched.model.priority_class import PriorityClassView
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
+from gpu.nrt import MeasuredTopology
 
 logger = logging.getLogger(__name__)
 
@@ -129,3 +130,32 @@ class PriorityClassEvents:
 
     def values(self) -> Mapping[str, int]:
         return {name: c.value for name, c in self.classes.items()}
+
+
+class TopologyEvents:
+    """NodeResourceTopology objects from the node agent: a node's measured GPU topology
+    replaces the one derived from its labels; without an object (or with one that has no GPU
+    detail) the node falls back to its labels."""
+
+    def __init__(self, cache: SchedulerCache, queue: SchedulingQueue) -> None:
+        self.cache = cache
+        self.queue = queue
+
+    def on_add(self, measured: MeasuredTopology) -> None:
+        self.cache.set_measured_topology(measured.node, measured.topology)
+        self.queue.move_all("NodeResourceTopologyAdd")
+
+    def on_update(self, old: MeasuredTopology, new: MeasuredTopology) -> None:
+        # Parsed topologies are cached by their text: the same object means the same GPUs,
+        # and a heartbeat alone changes nothing.
+        if new.topology is not old.topology:
+            self.cache.set_measured_topology(new.node, new.topology)
+            self.queue.move_all("NodeResourceTopologyUpdate")
+
+    def on_delete(self, measured: MeasuredTopology) -> None:
+        self.cache.set_measured_topology(measured.node, None)
+        self.queue.move_all("NodeResourceTopologyDelete")
+
+    def drop(self, node_name: str) -> None:
+        """A malformed object: its node goes back to its labels until a good one arrives."""
+        self.cache.set_measured_topology(node_name, None)

@@ -23,12 +23,15 @@ async def scheduler_api(plane: ControlPlane) -> client.ApiClient:
 
 
 @contextlib.asynccontextmanager
-async def running_scheduler(plane: ControlPlane) -> AsyncIterator[App]:
-    """batchsched with the default config, no leader election, informers synced."""
+async def running_scheduler(
+    plane: ControlPlane, options: RunOptions | None = None
+) -> AsyncIterator[App]:
+    """batchsched with the default config, no leader election, informers synced; `options`
+    (e.g. a quota file) replace the defaults."""
     api = await scheduler_api(plane)
     async with api:
         app = App(
-            RunOptions(leader_elect=False, http_host="127.0.0.1", http_port=0),
+            options or RunOptions(leader_elect=False, http_host="127.0.0.1", http_port=0),
             default_config(),
             api,
         )
