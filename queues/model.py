@@ -102,6 +102,9 @@ class QuotaPolicy:
     starvation_s: float = 3600.0  # a gang waiting longer always gets a reservation
     _by_namespace: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     _by_queue: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _paths: Mapping[str, tuple[Tenant, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         by_namespace: dict[str, str] = {}
@@ -117,6 +120,7 @@ class QuotaPolicy:
             raise ValueError(f"defaultTenant {self.default_tenant} is not a tenant")
         object.__setattr__(self, "_by_namespace", by_namespace)
         object.__setattr__(self, "_by_queue", by_queue)
+        object.__setattr__(self, "_paths", {name: self._walk(name) for name in self.tenants})
 
     def tenant_of(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """The tenant a pod (or PodGroup) belongs to: its queue label first, then its
@@ -129,9 +133,14 @@ class QuotaPolicy:
 
     def path(self, name: str) -> tuple[Tenant, ...]:
         """The tenant and its ancestors, root first."""
-        chain = []
+        return self._paths[name]
+
+    def _walk(self, name: str) -> tuple[Tenant, ...]:
+        chain: list[Tenant] = []
         current: str | None = name
         while current is not None:
+            if len(chain) > len(self.tenants):
+                raise ValueError(f"tenant {name}: its parents form a cycle")
             tenant = self.tenants[current]
             chain.append(tenant)
             current = tenant.parent

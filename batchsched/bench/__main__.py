@@ -1,12 +1,12 @@
 """`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
-`... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`."""
+`... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`, `... bench kueue`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from batchsched.bench import core, e2e, e2e_gang, gang_core, parse, trace
+from batchsched.bench import core, e2e, e2e_gang, gang_core, parse, queues_kueue, trace
 
 
 def main() -> int:
@@ -18,6 +18,7 @@ def main() -> int:
     e2e.add_parser(commands)
     e2e_gang.add_parser(commands)
     trace.add_parser(commands)
+    queues_kueue.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
 

@@ -1,0 +1,70 @@
+"""What a pod or a gang asks of its tenant's quota, in queue units (see queues.model).
+
+Purely computational. Whole GPUs count 1000 milli-GPU each; a pod asking for a share of one
+GPU (`batchsched.io/gpu-milli`) counts its share. Once the node is known, GPUs also count
+against the node's GPU model (`nvidia.com/gpu@<product>`), so per-model quotas hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from batchsched.model.pod import PodView
+from batchsched.model.resources import CPU, MEMORY, NVIDIA_GPU, Resources
+from gpu.requests import InvalidGpuRequest, gpu_request
+from queues.model import MILLI_PER_GPU, Amounts, flavor_key, total
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def pod_demand(pod: PodView, product: str | None = None) -> dict[str, int]:
+    """The pod's quota demand; `product` is its node's GPU model when it is placed."""
+    out = _resources(pod.requests)
+    try:
+        milli = gpu_request(pod).total_milli
+    except InvalidGpuRequest:
+        milli = pod.requests.scalar.get(NVIDIA_GPU, 0) * MILLI_PER_GPU  # the plugin reports it
+    if milli:
+        out[NVIDIA_GPU] = milli
+        if product:
+            out[flavor_key(product)] = milli
+    else:
+        out.pop(NVIDIA_GPU, None)
+    return out
+
+
+def gang_demand(
+    pods: Iterable[PodView], products: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """Sum over members; `products` maps a member's uid to its node's GPU model."""
+    products = products or {}
+    return total(pod_demand(p, products.get(p.uid)) for p in pods)
+
+
+def capacity_of(allocatable: Iterable[tuple[Resources, Mapping[str, str]]]) -> dict[str, int]:
+    """What the cluster offers tenants, from each node's allocatable and labels."""
+    out: dict[str, int] = {}
+    for alloc, labels in allocatable:
+        amounts = _resources(alloc)
+        gpus = alloc.scalar.get(NVIDIA_GPU, 0) * MILLI_PER_GPU
+        if gpus:
+            amounts[NVIDIA_GPU] = gpus
+            product = labels.get(PRODUCT_LABEL)
+            if product:
+                amounts[flavor_key(product)] = gpus
+        for name, amount in amounts.items():
+            out[name] = out.get(name, 0) + amount
+    return out
+
+
+def _resources(requests: Resources) -> dict[str, int]:
+    out = {name: requests.get(name) for name in requests.names() if name != "pods"}
+    for name in (CPU, MEMORY):
+        if not out.get(name):
+            out.pop(name, None)
+    return out
+
+
+def gpus(amounts: Amounts) -> float:
+    """Whole GPUs in a demand or usage, for messages and metrics."""
+    return amounts.get(NVIDIA_GPU, 0) / MILLI_PER_GPU
