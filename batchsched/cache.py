@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Protocol
 
 from batchsched.clock import Clock
 from batchsched.model.node import NodeView
@@ -32,6 +33,17 @@ class _Assumed:
     deadline: float | None = None  # set by finish_binding; until then the pod never expires
 
 
+class CacheWatcher(Protocol):
+    """Told when a pod starts or stops being counted, and when the node set changes (the
+    tenant layer's usage and capacity follow the cache this way)."""
+
+    def counted(self, pod: PodView) -> None: ...
+
+    def uncounted(self, pod: PodView) -> None: ...
+
+    def nodes_changed(self) -> None: ...
+
+
 class SchedulerCache:
     """Nodes and bound pods from the watch, plus pods assumed by the scheduler."""
 
@@ -44,10 +56,13 @@ class SchedulerCache:
         self._assumed: dict[str, _Assumed] = {}
         # Node name -> uid -> pod, for pods whose node is not in the snapshot.
         self._aside: dict[str, dict[str, PodView]] = {}
+        self.watchers: list[CacheWatcher] = []
 
     # Nodes
 
     def add_node(self, node: NodeView) -> None:
+        for watcher in self.watchers:
+            watcher.nodes_changed()
         if self.snapshot.get(node.name) is not None:
             self.snapshot.update_node(node)
             return
@@ -62,6 +77,8 @@ class SchedulerCache:
     def remove_node(self, node: NodeView) -> None:
         if self.snapshot.get(node.name) is None:
             return
+        for watcher in self.watchers:
+            watcher.nodes_changed()
         waiting = self._aside.setdefault(node.name, {})
         for pod in self.snapshot.remove_node(node.name):
             # Pods the runner reserved but nobody assumed are not ours to keep.
@@ -124,6 +141,8 @@ class SchedulerCache:
             raise ValueError(f"pod {pod.key} is reserved on {reserved.name}, not {node_name}")
         self._pods[uid] = bound
         self._assumed[uid] = _Assumed(node_name)
+        for watcher in self.watchers:
+            watcher.counted(bound)
         return bound
 
     def finish_binding(self, pod: PodView) -> None:
@@ -177,6 +196,8 @@ class SchedulerCache:
             if reserved is not None:  # reserved by the runner, now bound by the API
                 self.snapshot.forget(reserved.pods[pod.uid])
         self._pods[pod.uid] = pod
+        for watcher in self.watchers:
+            watcher.counted(pod)
         if self.snapshot.get(pod.node_name) is not None:
             self.snapshot.assume(pod, pod.node_name)
         else:
@@ -184,6 +205,8 @@ class SchedulerCache:
 
     def _uncount(self, uid: str) -> PodView:
         pod = self._pods.pop(uid)
+        for watcher in self.watchers:
+            watcher.uncounted(pod)
         if self.snapshot.node_of(uid) is not None:
             self.snapshot.forget(pod)
             return pod

@@ -36,6 +36,7 @@ class SchedulerMetrics:
         self._define_queue_and_cache()
         self._define_operations()
         self._define_quota()
+        self._define_tenants()
 
     def _define_scheduling(self) -> None:
         reg = self.registry
@@ -159,6 +160,38 @@ class SchedulerMetrics:
         self.quota_last_reload_success = Gauge(
             "batchsched_quota_config_last_reload_success_timestamp_seconds",
             "Unix time the quota file in force was loaded (at start-up or by a reload).",
+            registry=reg,
+        )
+
+    def _define_tenants(self) -> None:
+        reg = self.registry
+        self.quota_rejections = Counter(
+            "batchsched_quota_rejections_total",
+            "Scheduling attempts refused because the tenant's quota did not allow them, "
+            "by tenant ('<none>': the pod maps to no tenant).",
+            ["tenant"],
+            registry=reg,
+        )
+        self.tenant_gpus = Gauge(
+            "batchsched_tenant_gpus",
+            "GPUs (whole, shares summed) held by each tenant's pods, teams and organisations.",
+            ["tenant"],
+            registry=reg,
+        )
+        self.backfill_held = Counter(
+            "batchsched_backfill_held_total",
+            "Placements held back because they would have delayed a gang's reservation.",
+            registry=reg,
+        )
+        self.backfill_reservations = Gauge(
+            "batchsched_backfill_reservations",
+            "Gangs that hold a backfill reservation (an estimated start) right now.",
+            registry=reg,
+        )
+        self.invalid_annotations = Counter(
+            "batchsched_invalid_annotations_total",
+            "Annotations that could not be read (the scheduler went on without them), by name.",
+            ["annotation"],
             registry=reg,
         )
 

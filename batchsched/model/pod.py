@@ -57,6 +57,8 @@ class PodView:
     host_ports: tuple[HostPort, ...]
     images: tuple[str, ...]
     scheduling_gates: tuple[str, ...]
+    active_deadline_seconds: int | None = None
+    start_time: float = 0.0  # status.startTime (seconds since the epoch); 0 until it runs
 
     @property
     def key(self) -> str:
@@ -154,7 +156,15 @@ def _parse_pod(
         host_ports=ports,
         images=images,
         scheduling_gates=gates,
+        active_deadline_seconds=_optional_int(
+            spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds"
+        ),
+        start_time=timestamp(status.get("startTime"), "status.startTime"),
     )
+
+
+def _optional_int(value: object, field: str) -> int | None:
+    return None if value is None else as_int(value, field)
 
 
 def _priority(spec: Mapping[str, object], class_name: str, classes: Mapping[str, int]) -> int:

@@ -25,7 +25,7 @@ from batchsched.config import SchedulerConfig
 from batchsched.framework.profile import Profile
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.kube.binder import EventRecorder, KubeBinder, ObjectRef, PodStatusWriter
-from batchsched.kube.client import api_client
+from batchsched.kube.client import api_client, request_json
 from batchsched.kube.informer import (
     NODE_RESOURCE_TOPOLOGIES,
     NODES,
@@ -59,6 +59,7 @@ from batchsched.runtime.quota_reload import (
 )
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.server import serve
+from batchsched.runtime.tenant_wiring import EstimatePublisher, attach_tenants, estimates_of
 from gpu.nrt import API_VERSION, KIND, parse_nrt
 from queues.model import QuotaPolicy, single_tenant_policy
 
@@ -183,6 +184,12 @@ class App:
             settings = LeaderElectionConfig.from_settings(config.leader_election, options.identity)
             self.elector = LeaderElector(api, settings, clock=clock, metrics=self.metrics)
         self._init_quota(api, clock, config)
+        self.on_quota_change.append(
+            attach_tenants(self.scheduler, self.queue, self.cache, self.quota_policy)
+        )
+        self.estimates = EstimatePublisher(
+            estimates_of(self.scheduler), clock, lambda path, body: merge_patch(api, path, body)
+        )
 
     # Tenant quotas: the policy in force, its subscribers, and the reload of its file.
 
@@ -369,6 +376,7 @@ class App:
             self.scheduler.expire_assumed()
             self.scheduler.gang_cycle.expire(self.scheduler.clock.now())
             self._write_group_status()
+            await self._publish_estimates()
             self.metrics.set_pending({**self.queue.counts(), "gated": len(self.pod_events.gated)})
             snapshot = self.cache.snapshot
             self.metrics.set_cache_size(
@@ -390,6 +398,16 @@ class App:
                     c.bind_failures,
                     self.queue.counts(),
                 )
+
+    async def _publish_estimates(self) -> None:
+        if self.elector is None or self.leading():
+            self.metrics.backfill_reservations.set(await self.estimates.publish())
+
+
+async def merge_patch(api: ApiClient, path: str, body: Mapping[str, object]) -> object:
+    return await request_json(
+        api, "PATCH", path, body=body, content_type="application/merge-patch+json"
+    )
 
 
 async def run(options: RunOptions, config: SchedulerConfig) -> int:

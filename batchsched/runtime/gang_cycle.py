@@ -61,6 +61,10 @@ class GangCycle:
                 s.queue.done(q.pod.uid)
         if not live:
             return
+        if s.waits.quota_refuses(live, cycle):
+            if key in self.gangs.waiting:
+                self.release([key], "the gang's tenant quota does not allow the rest of it")
+            return
         waiting = self.gangs.waiting.get(key)
         reserved = waiting.reservations() if waiting else ()
         request = GangRequest(
@@ -70,18 +74,29 @@ class GangCycle:
             bound=self.gangs.counted(key, s.cache.snapshot) - len(reserved),
         )
         started = time.perf_counter()
+        trial = s.cache.snapshot.begin_trial()
         decision = schedule_gang(
             request, s.cache.snapshot, runner, waiting=self.gangs.reservations()
         )
         s.counts.attempts += len(live)
+        starting = s.waits.starting([(r.pod, r.node) for r in decision.placed])
+        held = s.waits.held_back(key, max(q.pod.priority for q in live), starting)
+        if held:  # it fits, but would delay a reserved gang: nothing of this cycle stays
+            trial.discard()
+            decision = GangDecision(key, Outcome.REJECT, unplaced=request.pending, message=held)
+        else:
+            trial.commit()
         self.release(decision.released, f"a complete gang ({key}) needed their capacity")
         by_uid = {q.pod.uid: q for q in live}
         elapsed = time.perf_counter() - started
         if decision.outcome is Outcome.BIND:
+            s.waits.started(key, starting)
             self._bind(group, decision, by_uid, runner, elapsed)
         elif decision.outcome is Outcome.WAIT:
             self._wait(group, decision, by_uid, runner, elapsed)
         else:
+            if not held:
+                s.waits.blocked(key, [r.pod for r in reserved] + list(request.pending))
             self._reject(group, decision, live, cycle, runner, elapsed)
 
     def _bind(

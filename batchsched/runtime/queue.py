@@ -35,9 +35,14 @@ BACKOFF: Final = "backoff"
 UNSCHEDULABLE: Final = "unschedulable"
 
 Less = Callable[[QueuedPod, QueuedPod], bool]
+TenantOf = Callable[[PodView], str]
+Rank = Callable[[QueuedPod], tuple[tuple[int, float], ...]]
 
 # Everything but the pod's status can make a difference to where it fits.
-_SPEC_FIELDS: Final = tuple(f.name for f in dataclasses.fields(PodView) if f.name != "phase")
+_STATUS_FIELDS: Final = frozenset({"phase", "start_time"})
+_SPEC_FIELDS: Final = tuple(
+    f.name for f in dataclasses.fields(PodView) if f.name not in _STATUS_FIELDS
+)
 
 
 def spec_changed(old: PodView, new: PodView) -> bool:
@@ -98,15 +103,20 @@ class SchedulingQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         unschedulable_timeout: float = 300.0,
+        tenant_of: TenantOf | None = None,
+        rank: Rank | None = None,
     ) -> None:
         self._less = less
+        # Tenant queues: one active heap per tenant; `rank` says whose head goes next.
+        self._tenant_of: TenantOf = tenant_of or (lambda pod: "")
+        self._rank = rank
         self._clock = clock
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._unschedulable_timeout = unschedulable_timeout
         # Heaps delete lazily: an entry counts only while its uid's dict still maps to it.
         self._active: dict[str, _Ranked] = {}
-        self._active_heap: list[_Ranked] = []
+        self._active_heaps: dict[str, list[_Ranked]] = {}
         self._backoff: dict[str, _Timed] = {}
         self._backoff_heap: list[tuple[float, int, _Timed]] = []
         # Parked in order of parking; the clock is monotonic, so oldest first.
@@ -167,20 +177,49 @@ class SchedulingQueue:
 
     # The scheduling loop
 
+    def set_tenants(self, tenant_of: TenantOf, rank: Rank | None) -> None:
+        """Order by tenant from now on (a quota file was loaded): re-file the active pods."""
+        self._tenant_of, self._rank = tenant_of, rank
+        entries = sorted(self._active.values(), key=lambda r: r.seq)
+        self._active_heaps.clear()
+        for ranked in entries:
+            self._push_active(ranked.qp, ranked.seq)
+
     def pop_ready(self) -> QueuedPod | None:
-        """The next pod to try, or None; never waits. Counts a scheduling cycle."""
+        """The next pod to try, or None; never waits. Counts a scheduling cycle.
+
+        The head of each tenant's heap is a candidate; with a `rank`, the tenant whose head
+        ranks best goes (fair share), otherwise the QueueSort order decides across heaps."""
         self.flush()
-        heap = self._active_heap
-        while heap:
-            ranked = heapq.heappop(heap)
-            uid = ranked.qp.pod.uid
-            if self._active.get(uid) is not ranked:
-                continue
-            del self._active[uid]
-            self._cycle += 1
-            self._in_flight[uid] = _Flight(ranked.qp.pod)
-            return dataclasses.replace(ranked.qp, attempts=ranked.qp.attempts + 1)
-        return None
+        best: tuple[str, _Ranked] | None = None
+        for tenant in list(self._active_heaps):
+            head = self._head(tenant)
+            if head is not None and (best is None or self._before(head, best[1])):
+                best = (tenant, head)
+        if best is None:
+            return None
+        ranked = heapq.heappop(self._active_heaps[best[0]])
+        uid = ranked.qp.pod.uid
+        del self._active[uid]
+        self._cycle += 1
+        self._in_flight[uid] = _Flight(ranked.qp.pod)
+        return dataclasses.replace(ranked.qp, attempts=ranked.qp.attempts + 1)
+
+    def _head(self, tenant: str) -> _Ranked | None:
+        heap = self._active_heaps[tenant]
+        while heap and self._active.get(heap[0].qp.pod.uid) is not heap[0]:
+            heapq.heappop(heap)  # deleted lazily: no longer what its uid maps to
+        if not heap:
+            del self._active_heaps[tenant]
+            return None
+        return heap[0]
+
+    def _before(self, a: _Ranked, b: _Ranked) -> bool:
+        if self._rank is not None:
+            rank_a, rank_b = self._rank(a.qp), self._rank(b.qp)
+            if rank_a != rank_b:
+                return rank_a < rank_b
+        return a < b
 
     def take(self, uids: Iterable[str]) -> list[QueuedPod]:
         """Pop these pods wherever they wait (a gang's other members join its cycle); they are
@@ -315,7 +354,8 @@ class SchedulingQueue:
             seq = self._next_seq()
         ranked = _Ranked(qp, seq, self._less)
         self._active[qp.pod.uid] = ranked
-        heapq.heappush(self._active_heap, ranked)
+        tenant = self._tenant_of(qp.pod)
+        heapq.heappush(self._active_heaps.setdefault(tenant, []), ranked)
 
     def _push_backoff(self, qp: QueuedPod, expiry: float) -> None:
         timed = _Timed(qp, expiry)

@@ -30,9 +30,12 @@ from batchsched.gang.podgroup import pod_group_of
 from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
+from batchsched.runtime.backfill_waits import BackfillWaits
 from batchsched.runtime.gang_cycle import GangCycle
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.reservations import LiveBackfill
+from batchsched.runtime.tenants import TenantLayer
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +81,12 @@ class Scheduler:
         bind_concurrency: int = 128,
         gangs: GangTracker | None = None,
         deleter: PodDeleter | None = None,
+        tenants: TenantLayer | None = None,
+        backfill: LiveBackfill | None = None,
     ) -> None:
         self.deleter = deleter
+        self.tenants = tenants
+        self.backfill = backfill
         self.profiles = profiles
         self.cache = cache
         self.queue = queue
@@ -91,6 +98,7 @@ class Scheduler:
         self._runners = {name: ProfileRunner(p, seed) for name, p in profiles.items()}
         self.gangs = gangs if gangs is not None else GangTracker()
         self.gang_cycle = GangCycle(self)
+        self.waits = BackfillWaits(self)
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -129,12 +137,24 @@ class Scheduler:
             return
         runner = self._runners[pod.scheduler_name]
         cycle = self.queue.scheduling_cycle()
+        if self.waits.quota_refuses([queued], cycle):
+            return
         started = time.perf_counter()
         result = runner.schedule_one(pod, self.cache.snapshot)
         elapsed = time.perf_counter() - started
         self.counts.attempts += 1
         self.metrics.algorithm_duration.observe(elapsed)
         if result.placed and result.node_name is not None:
+            key = self.waits.key_of(pod)
+            starting = self.waits.starting([(pod, result.node_name)])
+            held = self.waits.held_back(key, pod.priority, starting)
+            if held:
+                runner.unreserve(result.state, pod, result.node_name, self.cache.snapshot)
+                self.cache.forget(pod)
+                self.queue.requeue_unschedulable(queued, cycle)
+                self.report_failure(pod, held)
+                return
+            self.waits.started(key, starting)
             self.cache.assume(pod, result.node_name)
             self.counts.scheduled += 1
             # The attempt is observed when its binding ends, as kube-scheduler does.
@@ -150,6 +170,7 @@ class Scheduler:
         else:
             self.counts.unschedulable += 1
             logger.debug("unschedulable pod=%s reason=%s", pod.key, message)
+            self.waits.blocked(self.waits.key_of(pod), [pod])
             self.queue.requeue_unschedulable(queued, cycle)
         self.report_failure(pod, message)
 

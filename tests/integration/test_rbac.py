@@ -88,6 +88,8 @@ SCHEDULER_MAY = [
     ("watches PriorityClasses", "watch", "priorityclasses.scheduling.k8s.io", None),
     ("watches PodGroups", "watch", "podgroups.scheduling.x-k8s.io", None),
     ("writes PodGroup status", "patch", "podgroups.scheduling.x-k8s.io:status", WORKLOADS),
+    ("annotates a PodGroup's estimated start", "patch", "podgroups.scheduling.x-k8s.io", WORKLOADS),
+    ("annotates a pod's estimated start", "patch", "pods", WORKLOADS),
     ("watches GPU topology", "watch", "noderesourcetopologies.topology.node.k8s.io", None),
     ("creates its Lease", "create", "leases.coordination.k8s.io", NAMESPACE),
     ("renews its Lease", "update", "leases.coordination.k8s.io/gpu-scheduler", NAMESPACE),

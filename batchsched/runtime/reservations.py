@@ -1,0 +1,151 @@
+"""Backfill in the live scheduler: gangs that do not fit get reservations, later gangs start
+only where they delay none of them.
+
+A gang (or single pod) whose cycle finds no room is `blocked`. The first K blocked gangs in
+queue order (priority, then how long they have waited), and any that waited past the
+starvation limit, get a reservation from `batchsched.backfill.Planner`: the earliest time and
+nodes at which it can start, from running pods' expected ends. Before another gang or pod is
+bound, `conflict` asks whether its start would make a reservation no longer fit; if so it
+waits. A gang of higher priority than a reservation's is not held back by it.
+
+The plan is rebuilt from the snapshot when the blocked set changes and every `refresh_s`
+(pods end early, other schedulers bind); between rebuilds, pods that start are added to it.
+Times are on the scheduler's monotonic clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from batchsched.backfill import GangDemand, Planner, Reservation, Running, vector
+from batchsched.clock import Clock
+from batchsched.model.pod import PodView
+from batchsched.snapshot import Snapshot
+
+logger = logging.getLogger(__name__)
+
+EndsAt = Callable[[PodView], float | None]  # expected end of a running pod (monotonic)
+Eligible = Callable[[PodView], tuple[str, ...]]  # nodes a pending pod may use at all
+
+
+@dataclass(slots=True)
+class _Blocked:
+    key: str
+    pods: tuple[PodView, ...]
+    priority: int
+    since: float
+    runtime: float | None
+
+
+class LiveBackfill:
+    def __init__(
+        self,
+        clock: Clock,
+        reservations: int = 4,
+        starvation_s: float = 3600.0,
+        refresh_s: float = 5.0,
+    ) -> None:
+        self.clock = clock
+        self.limit = reservations
+        self.starvation_s = starvation_s
+        self.refresh_s = refresh_s
+        self._blocked: dict[str, _Blocked] = {}
+        self._planner: Planner | None = None
+        self._planned_at = float("-inf")
+        self._priority: dict[str, int] = {}
+
+    def set_limits(self, reservations: int, starvation_s: float) -> None:
+        self.limit, self.starvation_s = reservations, starvation_s
+        self._planner = None
+
+    def block(self, key: str, pods: Sequence[PodView], runtime: float | None) -> None:
+        """The gang `key` found no room this cycle."""
+        known = self._blocked.get(key)
+        since = known.since if known is not None else self.clock.now()
+        priority = max(p.priority for p in pods)
+        self._blocked[key] = _Blocked(key, tuple(pods), priority, since, runtime)
+        if known is None or known.pods != tuple(pods):
+            self._planner = None
+
+    def unblock(self, key: str) -> None:
+        """Placed, deleted, or refused by quota: it no longer waits for capacity."""
+        if self._blocked.pop(key, None) is not None:
+            self._planner = None
+
+    def conflict(
+        self,
+        key: str,
+        priority: int,
+        starting: Sequence[Running],
+        snapshot: Snapshot,
+        ends_at: EndsAt,
+        eligible: Eligible,
+    ) -> Reservation | None:
+        """The first reservation that `starting` (gang `key`'s pods, placed now) would delay;
+        None when they may start."""
+        planner = self._plan(snapshot, ends_at, eligible)
+        if planner is None:
+            return None
+        for reservation in planner.conflicts(starting):
+            if reservation.key != key and self._priority.get(reservation.key, 0) >= priority:
+                return reservation
+        return None
+
+    def started(self, key: str, starting: Sequence[Running]) -> None:
+        self.unblock(key)
+        if self._planner is not None:
+            self._planner.start(starting)
+
+    def estimates(
+        self, snapshot: Snapshot, ends_at: EndsAt, eligible: Eligible
+    ) -> Mapping[str, float]:
+        """Planned start (monotonic) of each gang that holds a reservation."""
+        planner = self._plan(snapshot, ends_at, eligible)
+        if planner is None:
+            return {}
+        return {r.key: r.start for r in planner.reservations}
+
+    def blocked_keys(self) -> list[str]:
+        return sorted(self._blocked)
+
+    def _plan(self, snapshot: Snapshot, ends_at: EndsAt, eligible: Eligible) -> Planner | None:
+        now = self.clock.now()
+        if not self._blocked:
+            self._planner = None
+            return None
+        if self._planner is not None and now - self._planned_at < self.refresh_s:
+            return self._planner
+        allocatable = {
+            i.name: vector(i.node.allocatable, i.node.allocatable.pods) for i in snapshot.nodes
+        }
+        running = [
+            Running(info.name, vector(pod.requests), ends_at(pod))
+            for info in snapshot.nodes
+            for pod in info.pods.values()
+        ]
+        planner = Planner(allocatable, running, now)
+        self._priority = {}
+        for blocked in self._chosen(now):
+            demand = GangDemand(
+                blocked.key,
+                tuple(vector(p.requests) for p in blocked.pods),
+                eligible(blocked.pods[0]),
+                blocked.runtime,
+            )
+            planner.reserve(demand)
+            self._priority[blocked.key] = blocked.priority
+        self._planner, self._planned_at = planner, now
+        logger.debug(
+            "backfill plan reservations=%s",
+            ",".join(f"{r.key}@{r.start - now:.0f}s" for r in planner.reservations),
+        )
+        return planner
+
+    def _chosen(self, now: float) -> list[_Blocked]:
+        """The first K blocked gangs by priority then wait, plus every starving one."""
+        ordered = sorted(self._blocked.values(), key=lambda b: (-b.priority, b.since, b.key))
+        head = ordered[: self.limit]
+        starving = [b for b in ordered[self.limit :] if now - b.since >= self.starvation_s]
+        return head + starving

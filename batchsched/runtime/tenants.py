@@ -1,0 +1,180 @@
+"""The live scheduler's tenant layer: which tenant a pod belongs to, what each tenant uses,
+whether a gang may start under its tenant's quota, and which tenant's pod goes next.
+
+Usage is fed by the cache (`counted` / `uncounted`): every pod of ours the cache counts
+(bound, binding, or reserved while its gang waits) uses its tenant's quota. The decisions are
+the pure ones in `queues/`; this module only keeps their inputs current. A quota reload
+replaces the policy and recounts every pod under it (tenants may have changed); decayed
+history restarts then, which only forgives the past early.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from batchsched.clock import Clock
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.gang.podgroup import pod_group_of
+from batchsched.metrics import SchedulerMetrics
+from batchsched.model.pod import PodView
+from batchsched.snapshot import Snapshot
+from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, pod_demand
+from queues.fairshare import RankKey, rank_key
+from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy, add, subtract
+from queues.quota import Admission, check_admission
+from queues.usage import UsageLedger
+
+logger = logging.getLogger(__name__)
+
+UNMATCHED = ""  # the queue's tenant for pods that map to no tenant
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    tenant: str
+    demand: dict[str, int]
+
+
+class TenantLayer:
+    def __init__(
+        self,
+        policy: QuotaPolicy,
+        clock: Clock,
+        ours: Callable[[PodView], bool],
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        self.policy = policy
+        self.clock = clock
+        self.ours = ours  # whether a pod is scheduled by one of our profiles
+        self.metrics = metrics
+        self.ledger = UsageLedger(policy.half_life_s, clock.now())
+        self.in_use: dict[str, int] = {}
+        self.started: dict[str, float] = {}  # uid -> when we saw it start using capacity
+        self._counted: dict[str, _Counted] = {}
+        self._pods: dict[str, PodView] = {}
+        self._snapshot: Snapshot | None = None
+        self._capacity: dict[str, int] | None = None
+
+    def attach(self, snapshot: Snapshot) -> None:
+        """The live snapshot: capacity and GPU models come from its nodes."""
+        self._snapshot = snapshot
+
+    # Usage, from the cache
+
+    def counted(self, pod: PodView) -> None:
+        if not self.ours(pod) or pod.uid in self._counted:
+            return
+        tenant = self.policy.tenant_of(pod.namespace, pod.labels)
+        self._pods[pod.uid] = pod
+        self.started.setdefault(pod.uid, self.clock.now())
+        if tenant is None:
+            return
+        demand = pod_demand(pod, self._product(pod.node_name))
+        self._counted[pod.uid] = _Counted(tenant, demand)
+        self.ledger.add(self.policy, tenant, demand, self.clock.now())
+        self.in_use = add(self.in_use, demand)
+        self._publish(tenant)
+
+    def uncounted(self, pod: PodView) -> None:
+        self._pods.pop(pod.uid, None)
+        self.started.pop(pod.uid, None)
+        entry = self._counted.pop(pod.uid, None)
+        if entry is None:
+            return
+        self.ledger.remove(self.policy, entry.tenant, entry.demand, self.clock.now())
+        self.in_use = subtract(self.in_use, entry.demand)
+        self._publish(entry.tenant)
+
+    def set_policy(self, policy: QuotaPolicy) -> None:
+        """A reloaded quota file: recount every pod under the new tenants."""
+        pods = list(self._pods.values())
+        started = dict(self.started)
+        self.policy = policy
+        self.ledger = UsageLedger(policy.half_life_s, self.clock.now())
+        self.in_use = {}
+        self._counted.clear()
+        self._pods.clear()
+        for pod in pods:
+            self.counted(pod)
+        self.started.update(started)
+        logger.info("tenant policy in force tenants=%d pods=%d", len(policy.tenants), len(pods))
+
+    # Questions the queue and the scheduling cycle ask
+
+    def tenant_of(self, pod: PodView) -> str:
+        found = self.policy.tenant_of(pod.namespace, pod.labels)
+        return UNMATCHED if found is None else found
+
+    def rank(self, queued: QueuedPod) -> RankKey:
+        """Which tenant's head goes next (smaller first); pods of no tenant go last, so the
+        cycle can tell them why."""
+        tenant = self.tenant_of(queued.pod)
+        if tenant == UNMATCHED:
+            return ((2, 0.0),)
+        demand = pod_demand(queued.pod)
+        return rank_key(self.policy, self.ledger, tenant, demand, self.capacity(), self.clock.now())
+
+    def admit(self, pods: Sequence[PodView]) -> Admission:
+        """May these pending pods (one gang, or one pod) start under their tenant's quota?"""
+        first = pods[0]
+        tenant = self.policy.tenant_of(first.namespace, first.labels)
+        if tenant is None:
+            label = self.policy.queue_label
+            return Admission(
+                False,
+                f"pod maps to no tenant (namespace {first.namespace}, label {label}="
+                f"{first.labels.get(label, '<none>')}) and the quota file names no "
+                "defaultTenant",
+            )
+        priority = max(p.priority for p in pods)
+        return check_admission(
+            self.policy,
+            self.ledger,
+            tenant,
+            gang_demand(pods),
+            priority,
+            self.capacity(),
+            self.in_use,
+        )
+
+    def rejected(self, pods: Sequence[PodView], reason: str) -> None:
+        tenant = self.tenant_of(pods[0]) or "<none>"
+        logger.info("quota refused pods=%s tenant=%s reason=%s", _names(pods), tenant, reason)
+        if self.metrics is not None:
+            self.metrics.quota_rejections.labels(tenant=tenant).inc()
+
+    def nodes_changed(self) -> None:
+        self._capacity = None
+
+    def capacity(self) -> dict[str, int]:
+        """What the cluster's nodes offer, in queue units (recomputed after node changes)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return {}
+        if self._capacity is None:
+            nodes = ((i.node.allocatable, i.node.labels) for i in snapshot.nodes)
+            self._capacity = capacity_of(nodes)
+        return self._capacity
+
+    def gang_key(self, pod: PodView) -> str:
+        """The unit the tenant queues order: a PodGroup, or the pod itself."""
+        group = pod_group_of(pod)
+        return group if group is not None else f"pod:{pod.key}"
+
+    def _product(self, node_name: str) -> str | None:
+        info = self._snapshot.get(node_name) if self._snapshot is not None else None
+        return info.node.labels.get(PRODUCT_LABEL) if info is not None else None
+
+    def _publish(self, tenant: str) -> None:
+        if self.metrics is None:
+            return
+        for node in self.policy.path(tenant):
+            gpus = self.ledger.current(node.name).get(GPU, 0) / MILLI_PER_GPU
+            self.metrics.tenant_gpus.labels(tenant=node.name).set(gpus)
+
+
+def _names(pods: Iterable[PodView]) -> str:
+    keys = [p.key for p in pods]
+    return ",".join(keys[:3]) + (f",+{len(keys) - 3}" if len(keys) > 3 else "")
