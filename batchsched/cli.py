@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -225,6 +226,7 @@ def run_place(args: argparse.Namespace) -> int:
         state.namespace_labels,
         seed=args.seed,
         pod_groups=state.pod_groups,
+        now=time.time(),
     )
     print(render(result, args.output))
     return 0
@@ -240,7 +242,22 @@ def render(result: WhatIfResult, output: str) -> str:
     lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip() for r in rows]
     placed = sum(1 for v in result.placements.values() if v)
     lines.append(f"\n{placed}/{len(result.placements)} pending pods placed")
+    if result.estimates:
+        lines.append("\nESTIMATED START (from running pods' expected runtimes)")
+        for key, seconds in result.estimates.items():
+            when = "never (not even once every pod of known runtime ends)"
+            if seconds is not None:
+                when = f"in {_span(seconds)}"
+            lines.append(f"{key:<{widths[0]}}  {when}")
     return "\n".join(lines)
+
+
+def _span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
 
 
 def run_simulate(args: argparse.Namespace) -> int:

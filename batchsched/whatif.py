@@ -16,6 +16,7 @@ from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.snapshot import Snapshot
+from batchsched.whatif_estimates import estimate_starts, runtime_of
 
 
 @dataclass
@@ -23,9 +24,15 @@ class WhatIfResult:
     placements: dict[str, str | None] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)  # pod keys in the order they were tried
+    # Unplaced pods: seconds until they could start (None: never), when any running pod's
+    # expected runtime is known (whatif_estimates.py).
+    estimates: dict[str, float | None] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, dict[str, str | None] | dict[str, str]]:
-        return {"placements": self.placements, "reasons": self.reasons}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"placements": self.placements, "reasons": self.reasons}
+        if self.estimates:
+            out["estimatedStartSeconds"] = self.estimates
+        return out
 
 
 def queue_order(pods: Sequence[PodView], profile: Profile) -> list[PodView]:
@@ -47,6 +54,7 @@ def place_pending(
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     seed: int = 0,
     pod_groups: Sequence[PodGroupView] = (),
+    now: float | None = None,
 ) -> WhatIfResult:
     """Schedule pending pods in queue order; each placement is visible to the next. A gang is
     placed whole when its first member comes up; one that would wait at Permit for members
@@ -61,6 +69,7 @@ def place_pending(
     first = next(iter(profiles.values()))
     attach_group_ages(profiles, _GroupAges(groups))
     done: set[str] = set()
+    unplaced: list[list[PodView]] = []
     for pod in queue_order(pending, first):
         if pod.uid in done:
             continue
@@ -77,6 +86,12 @@ def place_pending(
             result.placements[member.key] = node
             if reason:
                 result.reasons[member.key] = reason
+        missing = [m for m, node, _ in outcomes if node is None]
+        if missing:
+            unplaced.append(missing)
+    if now is not None and unplaced and any(runtime_of(p, groups) for p in pods if p.node_name):
+        placed_now = frozenset(p.uid for p in pending if result.placements.get(p.key))
+        result.estimates = estimate_starts(snapshot, unplaced, placed_now, runners, groups, now)
     return result
 
 
