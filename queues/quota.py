@@ -51,7 +51,8 @@ def check_admission(
             return Admission(False, over)
     leaf = path[-1]
     borrowed = _borrowed(leaf, ledger.current(leaf.name), demand)
-    if any(borrowed.values()):
+    # An organisation above its guarantee borrows too, even for a team inside its own.
+    if any(any(_borrowed(n, ledger.current(n.name), demand).values()) for n in path):
         protected = _protected_reason(policy, path, ledger, demand, capacity, in_use)
         if protected:
             return Admission(False, protected)
@@ -101,8 +102,9 @@ def _protected_reason(
     for tenant in policy.tenants.values():
         if tenant.name in on_path or tenant.lend_idle:
             continue
-        if tenant.parent is not None and tenant.parent not in on_path:
-            continue
+        parent = policy.tenants.get(tenant.parent) if tenant.parent is not None else None
+        if parent is not None and parent.name not in on_path and not parent.lend_idle:
+            continue  # the organisation's kept guarantee covers its team's
         usage = ledger.current(tenant.name)
         for name, amount in tenant.guaranteed.items():
             idle = max(0, amount - usage.get(name, 0))

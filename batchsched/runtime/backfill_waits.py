@@ -9,7 +9,6 @@ Event, log line and metric.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -29,6 +28,8 @@ class BackfillWaits:
     def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler
         self._reported: set[str] = set()  # objects whose bad runtime annotation was reported
+        # The last `starting` result and its pods' uids: `held_back` is asked about it next.
+        self._placing: tuple[list[Running], frozenset[str]] = ([], frozenset())
 
     # Quota
 
@@ -66,6 +67,7 @@ class BackfillWaits:
             out.append(
                 Running(node, vector(pod.requests), None if runtime is None else now + runtime)
             )
+        self._placing = (out, frozenset(pod.uid for pod, _ in placed))
         return out
 
     def held_back(self, key: str, priority: int, starting: Sequence[Running]) -> str:
@@ -73,8 +75,15 @@ class BackfillWaits:
         backfill = self.s.backfill
         if backfill is None or not starting:
             return ""
+        last, uids = self._placing
         reservation = backfill.conflict(
-            key, priority, starting, self.s.cache.snapshot, self.ends_at, self.eligible
+            key,
+            priority,
+            starting,
+            self.s.cache.snapshot,
+            self.ends_at,
+            self.eligible,
+            placing=uids if starting is last else (),
         )
         if reservation is None:
             return ""
@@ -118,7 +127,7 @@ class BackfillWaits:
         began = tenants.started.get(pod.uid) if tenants is not None else None
         if began is None:
             wall = pod.start_time or pod.creation_time
-            began = now - max(0.0, time.time() - wall) if wall else now
+            began = now - max(0.0, self.s.clock.wall() - wall) if wall else now
         return began + runtime
 
     def eligible(self, pod: PodView) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ queue order (priority, then how long they have waited), and any that waited past
 starvation limit, get a reservation from `batchsched.backfill.Planner`: the earliest time and
 nodes at which it can start, from running pods' expected ends. Before another gang or pod is
 bound, `conflict` asks whether its start would make a reservation no longer fit; if so it
-waits. A gang of higher priority than a reservation's is not held back by it.
+waits. A reservation holds back only gangs behind its own in line (priority, then how
+long blocked): a gang of higher priority, or one blocked earlier, goes first.
 
 The plan is rebuilt from the snapshot when the blocked set changes and every `refresh_s`
 (pods end early, other schedulers bind); between rebuilds, pods that start are added to it.
@@ -16,7 +17,7 @@ Times are on the scheduler's monotonic clock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from batchsched.backfill import GangDemand, Planner, Reservation, Running, vector
@@ -54,7 +55,9 @@ class LiveBackfill:
         self._blocked: dict[str, _Blocked] = {}
         self._planner: Planner | None = None
         self._planned_at = float("-inf")
-        self._priority: dict[str, int] = {}
+        # Reserved gang -> its place in line: (-priority, blocked since, key). A reservation
+        # holds back only gangs behind it in that order, never one ahead of it.
+        self._rank: dict[str, tuple[int, float, str]] = {}
 
     def set_limits(self, reservations: int, starvation_s: float) -> None:
         self.limit, self.starvation_s = reservations, starvation_s
@@ -82,14 +85,21 @@ class LiveBackfill:
         snapshot: Snapshot,
         ends_at: EndsAt,
         eligible: Eligible,
+        placing: Collection[str] = (),
     ) -> Reservation | None:
         """The first reservation that `starting` (gang `key`'s pods, placed now) would delay;
-        None when they may start."""
-        planner = self._plan(snapshot, ends_at, eligible)
+        None when they may start. `placing`: the uids of those pods, which the runner has
+        already reserved in the snapshot; a plan rebuilt now must not count them as running,
+        or the reservation would move behind them and they would always pass."""
+        planner = self._plan(snapshot, ends_at, eligible, placing)
         if planner is None:
             return None
+        known = self._blocked.get(key)
+        # A gang never blocked is behind every blocked gang of its priority.
+        mine = (-priority, known.since if known is not None else float("inf"), key)
         for reservation in planner.conflicts(starting):
-            if reservation.key != key and self._priority.get(reservation.key, 0) >= priority:
+            ahead = self._rank.get(reservation.key)
+            if reservation.key != key and ahead is not None and ahead < mine:
                 return reservation
         return None
 
@@ -110,7 +120,13 @@ class LiveBackfill:
     def blocked_keys(self) -> list[str]:
         return sorted(self._blocked)
 
-    def _plan(self, snapshot: Snapshot, ends_at: EndsAt, eligible: Eligible) -> Planner | None:
+    def _plan(
+        self,
+        snapshot: Snapshot,
+        ends_at: EndsAt,
+        eligible: Eligible,
+        placing: Collection[str] = (),
+    ) -> Planner | None:
         now = self.clock.now()
         if not self._blocked:
             self._planner = None
@@ -124,9 +140,10 @@ class LiveBackfill:
             Running(info.name, vector(pod.requests), ends_at(pod))
             for info in snapshot.nodes
             for pod in info.pods.values()
+            if pod.uid not in placing
         ]
         planner = Planner(allocatable, running, now)
-        self._priority = {}
+        self._rank = {}
         for blocked in self._chosen(now):
             demand = GangDemand(
                 blocked.key,
@@ -135,7 +152,7 @@ class LiveBackfill:
                 blocked.runtime,
             )
             planner.reserve(demand)
-            self._priority[blocked.key] = blocked.priority
+            self._rank[blocked.key] = (-blocked.priority, blocked.since, blocked.key)
         self._planner, self._planned_at = planner, now
         logger.debug(
             "backfill plan reservations=%s",

@@ -11,7 +11,6 @@ no longer holds a reservation.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Final
@@ -83,7 +82,7 @@ class EstimatePublisher:
 
     async def publish(self) -> int:
         """Write what changed; the number of gangs holding a reservation."""
-        now_mono, now_wall = self.clock.now(), time.time()
+        now_mono, now_wall = self.clock.now(), self.clock.wall()
         current = {key: now_wall + (start - now_mono) for key, start in self.estimates().items()}
         for key, at in current.items():
             before = self._published.get(key)

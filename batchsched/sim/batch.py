@@ -39,7 +39,8 @@ from queues.quota import check_admission
 from queues.usage import UsageLedger
 
 Mode = Literal["backfill", "fifo", "greedy"]
-_STARTED, _NO_FIT, _DELAYS = "started", "no-fit", "delays"
+_STARTED, _NO_FIT, _DELAYS, _QUOTA = "started", "no-fit", "delays", "quota"
+_NEVER = float("inf")  # "blocked since" of a gang never blocked: behind every blocked one
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,8 @@ class BatchSimulator:
         self.pending: dict[str, _Pending] = {}
         self.running: dict[str, tuple[BatchJob, float, dict[str, int]]] = {}
         self._eligible: dict[str, tuple[str, ...]] = {}
+        self._blocked_since: dict[str, float] = {}  # gangs that found no room, since when
+        self._reserved: dict[str, tuple[float | None, int]] = {}  # this pass: start, priority
         self._running_pods_now: list[Running] | None = None
         self._in_use_now: dict[str, int] = {}
         self.attempts = 0
@@ -118,8 +121,9 @@ class BatchSimulator:
     # One pass
 
     def _pass(self, now: float) -> None:
-        planner: Planner | None = None  # made when the first gang waits
+        planner = self._carried_reservations(now) if self.mode == "backfill" else None
         failed: set[tuple[object, ...]] = set()
+        delayed: set[tuple[object, ...]] = set()
         shapes = {entry.shape for entry in self.pending.values()}
         starving = sum(1 for e in self.pending.values() if self._starving(e.job, now))
         for entry in self._fair_order(now):
@@ -132,27 +136,74 @@ class BatchSimulator:
             if not admission.admitted:
                 entry.reason = admission.reason
                 continue
-            outcome = _NO_FIT if entry.shape in failed else self._try_place(job, now, planner)
-            if outcome == _STARTED:
+            # Within a pass capacity only shrinks: a shape that found no room (or would delay a
+            # reservation, for as long a runtime) finds none later in the pass either.
+            mine = (-job.priority, self._blocked_since.get(job.key, _NEVER), job.key)
+            behind_all = all(self._ahead(k, now) < mine for k in self._reserved)
+            delay_key = (entry.shape, job.expected) if behind_all else None
+            if entry.shape in failed:
+                outcome = _NO_FIT
+            elif delay_key is not None and delay_key in delayed:
+                outcome = _DELAYS
+            else:
+                outcome = self._try_place(job, now, planner)
+            if outcome in (_STARTED, _QUOTA):
                 continue
             if outcome == _NO_FIT:
                 failed.add(entry.shape)
+            elif outcome == _DELAYS and delay_key is not None:
+                delayed.add(delay_key)
             if self.mode == "fifo":
                 entry.reason = entry.reason or "waits behind the head of the line (strict FIFO)"
                 return
             reserved = 0 if planner is None else len(planner.reservations)
-            if self.mode == "backfill" and self._gets_reservation(job, reserved, now):
-                if planner is None:
-                    planner = Planner(self.allocatable, self._running_pods(), now)
-                reservation = planner.reserve(self._demand(job, protected=True))
-                entry.estimate = None if reservation is None else reservation.start
-                reserved += 1
+            if self.mode == "backfill":
+                self._blocked_since.setdefault(job.key, now)
+                if job.key not in self._reserved and self._gets_reservation(job, reserved, now):
+                    if planner is None:
+                        planner = Planner(self.allocatable, self._running_pods(), now)
+                    self._reserve(planner, job)
+                    reserved += 1
+                found = self._reserved.get(job.key)
+                entry.estimate = None if found is None else found[0]
             if (
                 shapes <= failed
                 and not starving
                 and (self.mode != "backfill" or reserved >= self.policy.reservations)
             ):
                 return  # nothing left can start, and no reservation is left to hand out
+
+    def _carried_reservations(self, now: float) -> Planner | None:
+        """Reservations persist across passes, as the live scheduler's do: the gangs blocked
+        before (first K by priority then wait, and starving ones) are re-planned first."""
+        self._reserved = {}
+        waiting = [k for k in self._blocked_since if k in self.pending]
+        self._blocked_since = {k: self._blocked_since[k] for k in waiting}
+        if not waiting:
+            return None
+        ordered = sorted(
+            waiting, key=lambda k: (-self.pending[k].job.priority, self._blocked_since[k], k)
+        )
+        chosen = ordered[: self.policy.reservations] + [
+            k
+            for k in ordered[self.policy.reservations :]
+            if self._starving(self.pending[k].job, now)
+        ]
+        planner = Planner(self.allocatable, self._running_pods(), now)
+        for key in chosen:
+            self._reserve(planner, self.pending[key].job)
+        return planner
+
+    def _ahead(self, key: str, now: float) -> tuple[int, float, str]:
+        """A reserved gang's place in line: (-priority, blocked since, key), as the live
+        scheduler orders reservations; it holds back only gangs behind it."""
+        priority = self._reserved[key][1] if key in self._reserved else 0
+        return (-priority, self._blocked_since.get(key, now), key)
+
+    def _reserve(self, planner: Planner, job: BatchJob) -> None:
+        reservation = planner.reserve(self._demand(job, protected=True))
+        start = None if reservation is None else reservation.start
+        self._reserved[job.key] = (start, job.priority)
 
     def _starving(self, job: BatchJob, now: float) -> bool:
         return now - job.arrival >= self.policy.starvation_s
@@ -208,12 +259,28 @@ class BatchSimulator:
             trial.discard()
             self.pending[job.key].reason = decision.message
             return _NO_FIT
+        products = {r.pod.uid: self._product(r.node) for r in decision.placed}
+        demand = gang_demand(job.members, products)
+        # The GPU model is known once placed: per-model maxes are checked on what was placed.
+        admission = check_admission(
+            self.policy, self.ledger, job.tenant, demand, job.priority,
+            self.capacity, self._in_use_now,
+        )  # fmt: skip
+        if not admission.admitted:
+            trial.discard()
+            self.pending[job.key].reason = admission.reason
+            return _QUOTA
         end = now + job.runtime
         expected = job.expected
         ends_at = None if expected is None else now + expected
         starting = [Running(r.node, vector(r.pod.requests), ends_at) for r in decision.placed]
         if planner is not None:
-            late = planner.conflicts(starting)
+            mine = (-job.priority, self._blocked_since.get(job.key, _NEVER), job.key)
+            late = [
+                r
+                for r in planner.conflicts(starting)
+                if r.key != job.key and self._ahead(r.key, now) < mine
+            ]
             if late:
                 trial.discard()
                 first = late[0]
@@ -225,12 +292,11 @@ class BatchSimulator:
         trial.commit()
         if planner is not None:
             planner.start(starting)
-        products = {r.pod.uid: self._product(r.node) for r in decision.placed}
-        demand = gang_demand(job.members, products)
         self.ledger.add(self.policy, job.tenant, demand, now)
         self._in_use_now = add(self._in_use_now, demand)
         self._running_pods_now = None
         del self.pending[job.key]
+        self._blocked_since.pop(job.key, None)
         self.running[job.key] = (job, ends_at if ends_at is not None else float("inf"), demand)
         self.events.depart(end, job)
         self.log.started(job, now, demand)
