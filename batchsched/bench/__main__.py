@@ -1,5 +1,6 @@
 """`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
-`... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`, `... bench kueue`."""
+`... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`,
+`... bench kueue`."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from batchsched.sim.batch import BatchJob, BatchSimulator, Mode
 from batchsched.sim.batch_workloads import default_profile, gang_job, gpu_cluster
-from queues.model import MILLI_PER_GPU, GPU, QuotaPolicy, Tenant
+from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy, Tenant
 
 COHORTS = 5
 QUEUES = 6
