@@ -104,6 +104,15 @@ class _Timeline:
             self._change(node, reservation.start, member, -1)
             self._change(node, reservation.end, member, +1)
 
+    def unhold(self, reservation: Reservation) -> None:
+        for node, member in reservation.assignment:
+            changes = self.changes[node]
+            for entry in ((reservation.start, member, -1), (reservation.end, member, +1)):
+                for i, change in enumerate(changes):
+                    if change[0] == entry[0] and change[2] == entry[2] and change[1] is member:
+                        del changes[i]
+                        break
+
     def events(self, nodes: Sequence[str]) -> list[tuple[float, str, Vector, int]]:
         """Every change on these nodes, in time order."""
         found = [
@@ -182,6 +191,20 @@ class Planner:
                     late.append(reservation)
                     break
         return late
+
+    def delays(self, pod: Running, keys: frozenset[str]) -> str:
+        """The first of these reservations that `pod`, started now, would make no longer fit
+        (its gang's key), or ""."""
+        return next((r.key for r in self.conflicts([pod]) if r.key in keys), "")
+
+    def nodes_of(self, keys: frozenset[str]) -> frozenset[str]:
+        return frozenset(n for r in self.reservations if r.key in keys for n in r.nodes)
+
+    def release(self, key: str) -> None:
+        """The gang `key` started (or left): its reservation stops holding capacity."""
+        for reservation in [r for r in self.reservations if r.key == key]:
+            self._timeline.unhold(reservation)
+            self.reservations.remove(reservation)
 
     def start(self, starting: Iterable[Running]) -> None:
         """Pods that started now hold their nodes until their expected end."""
@@ -323,6 +346,31 @@ def _sum(members: Iterable[Vector]) -> dict[str, int]:
     return out
 
 
+class NodeVerdicts:
+    """For one pod: which nodes it must not start on now, because a reservation ahead of it
+    in line would no longer fit there (the BackfillReservations plugin asks, per node)."""
+
+    def __init__(
+        self, planner: Planner, keys: frozenset[str], requests: Vector, ends_at: float | None
+    ) -> None:
+        self._planner = planner
+        self._keys = keys
+        self._nodes = planner.nodes_of(keys)
+        self._requests = requests
+        self._ends_at = ends_at
+        self._seen: dict[str, str] = {}
+
+    def refuses(self, node: str) -> str:
+        """The reserved gang this pod would delay on `node`, or ""."""
+        if node not in self._nodes:
+            return ""
+        found = self._seen.get(node)
+        if found is None:
+            pod = Running(node, self._requests, self._ends_at)
+            found = self._seen[node] = self._planner.delays(pod, self._keys)
+        return found
+
+
 EXPECTED_RUNTIME_ANNOTATION: Final = "batchsched.io/expected-runtime"
 
 
@@ -344,7 +392,7 @@ def expected_runtime(
             seconds = -1.0
         if seconds <= 0:
             raise InvalidRuntime(
-                f'annotation {EXPECTED_RUNTIME_ANNOTATION}: expected a positive duration such as '
+                f"annotation {EXPECTED_RUNTIME_ANNOTATION}: expected a positive duration such as "
                 f'"90m" or "2h30m", got {raw!r}'
             )
         return seconds

@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seed", type=int, default=0, help="seed for tie-breaking")
     add_quota_arguments(run)
+    run.add_argument(
+        "--preemption-min-runtime",
+        type=_duration,
+        default=0.0,
+        metavar="DURATION",
+        help="pods that started less than this ago are never preempted, e.g. 10m "
+        "(default 0: as kube-scheduler)",
+    )
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.add_argument("--log-format", default="text", choices=("text", "json"))
     add_simulate_parser(commands)
@@ -91,6 +99,22 @@ def _object_ref(text: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text
+
+
+def _duration(text: str) -> float:
+    """A Go duration ("10m", "1h30m") or plain seconds, not negative."""
+    from batchsched.config.documents import parse_duration
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = parse_duration(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return seconds
 
 
 def _positive_seconds(text: str) -> float:
@@ -172,6 +196,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
         quota=args.quota,
         quota_configmap=args.quota_configmap,
         quota_poll_interval=args.quota_poll_interval,
+        preemption_min_runtime=args.preemption_min_runtime,
     )
     try:
         return asyncio.run(run(options, config))

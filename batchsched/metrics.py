@@ -85,6 +85,12 @@ class SchedulerMetrics:
             buckets=exponential_buckets(1, 2, 7),
             registry=reg,
         )
+        self.preemption_budget_violations = Counter(
+            "batchsched_preemption_budget_violations_total",
+            "PodDisruptionBudgets that preemption plans chose to break because no plan "
+            "within the budgets existed (the Eviction API may still refuse them).",
+            registry=reg,
+        )
 
     def _define_queue_and_cache(self) -> None:
         reg = self.registry

@@ -57,6 +57,15 @@ def capacity_of(allocatable: Iterable[tuple[Resources, Mapping[str, str]]]) -> d
     return out
 
 
+def sole_product(capacity: Amounts) -> str | None:
+    """The GPU model, when every GPU in the cluster is of one model (from `capacity_of`): a
+    gang's per-model demand is then known before it is placed."""
+    models = [name for name in capacity if name.startswith(NVIDIA_GPU + "@")]
+    if len(models) != 1 or capacity[models[0]] != capacity.get(NVIDIA_GPU, 0):
+        return None
+    return models[0][len(NVIDIA_GPU) + 1 :]
+
+
 def _resources(requests: Resources) -> dict[str, int]:
     out = {name: requests.get(name) for name in requests.names() if name != "pods"}
     for name in (CPU, MEMORY):

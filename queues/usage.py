@@ -39,6 +39,7 @@ class UsageLedger:
         self._start = now
         self._accounts: dict[str, _Account] = {}
         self._versions: dict[str, int] = {}
+        self.version = 0  # bumped by every change to any tenant
 
     def add(self, policy: QuotaPolicy, tenant: str, amounts: Amounts, now: float) -> None:
         """`tenant` (and its ancestors) started using `amounts`."""
@@ -71,6 +72,7 @@ class UsageLedger:
     def _apply(
         self, policy: QuotaPolicy, tenant: str, amounts: Amounts, sign: int, now: float
     ) -> None:
+        self.version += 1
         for node in policy.path(tenant):
             account = self._accounts.setdefault(node.name, _Account(updated=now))
             account.history = self._decayed(account, now)

@@ -226,8 +226,11 @@ def explain_rejection(
     ).strip()
 
 
-# Filters about free capacity: left out when asking which nodes a gang may use at all.
-CAPACITY_PLUGINS = frozenset({"NodeResourcesFit", "GpuTopology", "NodePorts"})
+# Filters about free capacity (now or reserved for later): left out when asking which nodes a
+# gang may use at all.
+CAPACITY_PLUGINS = frozenset(
+    {"NodeResourcesFit", "GpuTopology", "NodePorts", "BackfillReservations"}
+)
 
 
 def eligible_nodes(runner: ProfileRunner, pod: PodView, snapshot: Snapshot) -> list[NodeInfo]:

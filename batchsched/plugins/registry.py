@@ -11,6 +11,7 @@ from batchsched.framework.registry import (
     PluginSpec,
     Registry,
 )
+from batchsched.plugins.backfill_reservations import BackfillReservations
 from batchsched.plugins.balanced_allocation import (
     BalancedAllocationArgs,
     NodeResourcesBalancedAllocation,
@@ -51,6 +52,7 @@ def builtin_specs() -> list[PluginBuilder]:
         PluginSpec("InterPodAffinity", InterPodAffinity, InterPodAffinityArgs),
         PluginSpec("PodTopologySpread", PodTopologySpread, PodTopologySpreadArgs),
         PluginSpec("GpuTopology", GpuTopology, GpuTopologyArgs),
+        PluginSpec("BackfillReservations", BackfillReservations, NoArgs),
         PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
     ]
 
@@ -78,6 +80,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "PodTopologySpread",
         "InterPodAffinity",
         "GpuTopology",
+        "BackfillReservations",
     ),
     "filter": _enabled(
         "NodeUnschedulable",
@@ -89,6 +92,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "PodTopologySpread",
         "InterPodAffinity",
         "GpuTopology",
+        "BackfillReservations",
     ),
     "preScore": _enabled(
         "TaintToleration",

@@ -26,6 +26,8 @@ from batchsched.framework.profile import Profile
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.kube.binder import EventRecorder, KubeBinder, ObjectRef, PodStatusWriter
 from batchsched.kube.client import api_client, request_json
+from batchsched.kube.disruption import PDBS, DisruptionBudgets, parse_disruption_budget
+from batchsched.kube.eviction import KubeEvictor
 from batchsched.kube.informer import (
     NODE_RESOURCE_TOPOLOGIES,
     NODES,
@@ -49,6 +51,7 @@ from batchsched.runtime.handlers import (
     PriorityClassEvents,
     TopologyEvents,
 )
+from batchsched.runtime.preempting import NotePublisher, Preempting
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.quota_reload import (
     QuotaReloader,
@@ -95,6 +98,8 @@ class RunOptions:
     quota: Path | None = None
     quota_configmap: str | None = None
     quota_poll_interval: float = 10.0
+    # Preemption: pods that started less than this many seconds ago are never victims.
+    preemption_min_runtime: float = 0.0
 
 
 def attach_binding_client(profiles: Mapping[str, Profile], client: BindingClient) -> None:
@@ -125,11 +130,12 @@ class App:
         self.gangs = GangTracker(on_group_added=lambda: self.queue.move_all("PodGroupAdd"))
         attach_group_ages(profiles, self.gangs)
         self.group_status = PodGroupStatusWriter(api)
+        pod_status = PodStatusWriter(api)
         self.scheduler = Scheduler(
             profiles,
             self.cache,
             self.queue,
-            PodStatusWriter(api),
+            pod_status,
             EventRecorder(api),
             self.metrics,
             clock,
@@ -176,6 +182,7 @@ class App:
         self.required: list[Watching] = [nodes, pods, classes]
         self.informers: list[Watching] = [*self.required, groups]
         self._init_topology(api)
+        self._init_preemption(api, pod_status)
         elect = config.leader_election.leader_elect
         if options.leader_elect is not None:
             elect = options.leader_elect
@@ -226,6 +233,35 @@ class App:
                 subscriber(policy)
             except Exception:  # one subscriber's bug must not keep the policy from the others
                 logger.exception("quota subscriber failed subscriber=%r", subscriber)
+
+    # Preemption (runtime/preempting.py): PodDisruptionBudgets, the Eviction API, and the
+    # note on each preempting gang's PodGroup. Budgets are optional like PodGroups: the
+    # Eviction API enforces them anyway, so a missing grant or a slow list breaks none.
+
+    def _init_preemption(self, api: ApiClient, nominator: PodStatusWriter) -> None:
+        self.budgets = DisruptionBudgets()
+        self.informers.append(
+            Informer(
+                api,
+                PDBS,
+                parse_disruption_budget,
+                self.budgets,
+                key=lambda b: f"{b.namespace}/{b.name}",
+                on_invalid=self._invalid,
+            )
+        )
+        self.preempting = Preempting(
+            self.scheduler,
+            KubeEvictor(api),
+            nominator,
+            min_runtime_s=self.options.preemption_min_runtime,
+            budgets=self.budgets.budgets,
+        )
+        self.scheduler.preempting = self.preempting
+        self.pod_events.pending_deleted.append(self.preempting.pod_deleted)
+        self.preemption_notes = NotePublisher(
+            self.preempting.notes, lambda path, body: merge_patch(api, path, body)
+        )
 
     # Node agent topology (gpu/nrt.py): optional, like PodGroups; without the CRD or an object
     # for a node, that node's GPUs come from its labels.
@@ -375,6 +411,9 @@ class App:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             self.scheduler.expire_assumed()
             self.scheduler.gang_cycle.expire(self.scheduler.clock.now())
+            self.preempting.expire(self.scheduler.clock.now())
+            if self.leading():
+                await self.preemption_notes.publish()
             self._write_group_status()
             await self._publish_estimates()
             self.metrics.set_pending({**self.queue.counts(), "gated": len(self.pod_events.gated)})

@@ -12,7 +12,13 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from batchsched.backfill import InvalidRuntime, Running, expected_runtime, vector
+from batchsched.backfill import (
+    InvalidRuntime,
+    NodeVerdicts,
+    Running,
+    expected_runtime,
+    vector,
+)
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.gang.core import eligible_nodes
 from batchsched.gang.podgroup import pod_group_of
@@ -93,6 +99,23 @@ class BackfillWaits:
         return (
             f"backfill: starting now would delay {reservation.key}, which holds a reservation "
             f"to start in {_duration(wait)} on {nodes}"
+        )
+
+    def verdicts(self, pod: PodView) -> NodeVerdicts | None:
+        """The BackfillReservations plugin's question: where must this pod not start now?"""
+        backfill = self.s.backfill
+        if backfill is None:
+            return None
+        runtime = self.runtime_of(pod)
+        end = None if runtime is None else self.s.clock.now() + runtime
+        return backfill.verdicts(
+            self.key_of(pod),
+            pod.priority,
+            vector(pod.requests),
+            end,
+            self.s.cache.snapshot,
+            self.ends_at,
+            self.eligible,
         )
 
     def started(self, key: str, starting: Sequence[Running]) -> None:

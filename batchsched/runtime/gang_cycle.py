@@ -21,6 +21,7 @@ from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import GangDecision, GangRequest, Outcome, schedule_gang
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.kube.binder import ObjectRef
+from batchsched.model.pod import PodView
 from batchsched.runtime.gangs import WaitingGang, WaitingMember
 
 if TYPE_CHECKING:
@@ -91,13 +92,19 @@ class GangCycle:
         elapsed = time.perf_counter() - started
         if decision.outcome is Outcome.BIND:
             s.waits.started(key, starting)
+            s.preemptor_placed(key)
             self._bind(group, decision, by_uid, runner, elapsed)
         elif decision.outcome is Outcome.WAIT:
             self._wait(group, decision, by_uid, runner, elapsed)
         else:
             if not held:
                 s.waits.blocked(key, [r.pod for r in reserved] + list(request.pending))
-            self._reject(group, decision, live, cycle, runner, elapsed)
+            # Preemption's candidates: every member still to place, the reserved ones included
+            # (as pending pods: the rejection releases their reservations first).
+            preemptors = [] if held else [q.pod for q in live]
+            if waiting is not None and not held:
+                preemptors += [m.queued.pod for m in waiting.members]
+            self._reject(group, decision, live, cycle, runner, elapsed, preemptors)
 
     def _bind(
         self,
@@ -162,19 +169,24 @@ class GangCycle:
         cycle: int,
         runner: ProfileRunner,
         elapsed: float,
+        preemptors: list[PodView],
     ) -> None:
         s = self.s
         self.release([group.key], "the gang no longer fits as a whole")
         s.observe("unschedulable", runner, elapsed)
         s.counts.unschedulable += len(live)
+        message = decision.message
+        # PostFilter only for a complete gang: preempting for members that may never come
+        # would evict for nothing.
+        if preemptors and len(self.gangs.members.get(group.key, ())) >= group.min_member:
+            pods = sorted(preemptors, key=lambda p: p.name)
+            message = s.post_filter(group.key, pods, group, runner, message)
         for queued in live:
             s.queue.requeue_unschedulable(queued, cycle)
-            s.report_failure(queued.pod, decision.message)
+            s.report_failure(queued.pod, message)
         self.gangs.dirty.add(group.key)
         s.spawn(
-            s.events.record(
-                group_ref(group), "Warning", "FailedScheduling", "Scheduling", decision.message
-            )
+            s.events.record(group_ref(group), "Warning", "FailedScheduling", "Scheduling", message)
         )
 
     def release(self, keys: tuple[str, ...] | list[str], why: str) -> None:

@@ -38,6 +38,8 @@ class PodEvents:
         self.gangs = gangs if gangs is not None else GangTracker()
         self.admits = admits  # ours, and past the profile's PreEnqueue plugins (e.g. gates)
         self.gated: set[str] = set()  # uids of our pending pods that PreEnqueue holds back
+        # Told when a pending pod is deleted (a preemptor's plan ends with it).
+        self.pending_deleted: list[Callable[[PodView], None]] = []
 
     def _pending_ours(self, pod: PodView) -> bool:
         if pod.node_name or pod.is_finished:
@@ -84,6 +86,8 @@ class PodEvents:
             self.queue.move_all("AssignedPodDelete")
         elif not pod.node_name:
             self.queue.delete(pod)
+            for watcher in self.pending_deleted:
+                watcher(pod)
 
 
 def _node_changed_for_scheduling(old: NodeView, new: NodeView) -> bool:

@@ -20,13 +20,21 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from batchsched.backfill import GangDemand, Planner, Reservation, Running, vector
+from batchsched.backfill import (
+    GangDemand,
+    NodeVerdicts,
+    Planner,
+    Reservation,
+    Running,
+    vector,
+)
 from batchsched.clock import Clock
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
 
+ESTIMATE_LIMIT = 64  # gangs beyond the protected ones that still get an estimated start
 EndsAt = Callable[[PodView], float | None]  # expected end of a running pod (monotonic)
 Eligible = Callable[[PodView], tuple[str, ...]]  # nodes a pending pod may use at all
 
@@ -94,14 +102,39 @@ class LiveBackfill:
         planner = self._plan(snapshot, ends_at, eligible, placing)
         if planner is None:
             return None
+        ahead = self._ahead_of(planner, key, priority)
+        for reservation in planner.conflicts(starting):
+            if reservation.key in ahead:
+                return reservation
+        return None
+
+    def verdicts(
+        self,
+        key: str,
+        priority: int,
+        requests: Mapping[str, int],
+        pod_ends_at: float | None,
+        snapshot: Snapshot,
+        ends_at: EndsAt,
+        eligible: Eligible,
+    ) -> NodeVerdicts | None:
+        """Where a pod of gang `key` must not start now (None: no reservation ahead of it)."""
+        planner = self._plan(snapshot, ends_at, eligible)
+        if planner is None:
+            return None
+        ahead = self._ahead_of(planner, key, priority)
+        return NodeVerdicts(planner, ahead, requests, pod_ends_at) if ahead else None
+
+    def _ahead_of(self, planner: Planner, key: str, priority: int) -> frozenset[str]:
+        """Protected reservations ahead of gang `key` in line (never its own)."""
         known = self._blocked.get(key)
         # A gang never blocked is behind every blocked gang of its priority.
         mine = (-priority, known.since if known is not None else float("inf"), key)
-        for reservation in planner.conflicts(starting):
-            ahead = self._rank.get(reservation.key)
-            if reservation.key != key and ahead is not None and ahead < mine:
-                return reservation
-        return None
+        return frozenset(
+            r.key
+            for r in planner.reservations
+            if r.protected and r.key != key and self._rank.get(r.key, mine) < mine
+        )
 
     def started(self, key: str, starting: Sequence[Running]) -> None:
         self.unblock(key)
@@ -116,6 +149,13 @@ class LiveBackfill:
         if planner is None:
             return {}
         return {r.key: r.start for r in planner.reservations}
+
+    def protected(self, snapshot: Snapshot, ends_at: EndsAt, eligible: Eligible) -> frozenset[str]:
+        """The gangs whose reservations hold others back (the first K, and starving ones)."""
+        planner = self._plan(snapshot, ends_at, eligible)
+        if planner is None:
+            return frozenset()
+        return frozenset(r.key for r in planner.reservations if r.protected)
 
     def blocked_keys(self) -> list[str]:
         return sorted(self._blocked)
@@ -144,12 +184,13 @@ class LiveBackfill:
         ]
         planner = Planner(allocatable, running, now)
         self._rank = {}
-        for blocked in self._chosen(now):
+        for blocked, protected in self._chosen(now):
             demand = GangDemand(
                 blocked.key,
                 tuple(vector(p.requests) for p in blocked.pods),
                 eligible(blocked.pods[0]),
                 blocked.runtime,
+                protected,
             )
             planner.reserve(demand)
             self._rank[blocked.key] = (-blocked.priority, blocked.since, blocked.key)
@@ -160,9 +201,13 @@ class LiveBackfill:
         )
         return planner
 
-    def _chosen(self, now: float) -> list[_Blocked]:
-        """The first K blocked gangs by priority then wait, plus every starving one."""
+    def _chosen(self, now: float) -> list[tuple[_Blocked, bool]]:
+        """Protected: the first K blocked gangs by priority then wait, and every starving one.
+        Then, for an estimated start only (nothing is held back for them), the others in line,
+        up to ESTIMATE_LIMIT."""
         ordered = sorted(self._blocked.values(), key=lambda b: (-b.priority, b.since, b.key))
-        head = ordered[: self.limit]
-        starving = [b for b in ordered[self.limit :] if now - b.since >= self.starvation_s]
-        return head + starving
+        rest = ordered[self.limit :]
+        protected = ordered[: self.limit] + [b for b in rest if now - b.since >= self.starvation_s]
+        chosen = {b.key for b in protected}
+        others = [b for b in rest if b.key not in chosen][:ESTIMATE_LIMIT]
+        return [(b, True) for b in protected] + [(b, False) for b in others]

@@ -13,11 +13,12 @@ One cycle, in order:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
@@ -26,7 +27,7 @@ from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner, ScheduleResult
 from batchsched.framework.status import Code, Status, is_ok
-from batchsched.gang.podgroup import pod_group_of
+from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
@@ -36,6 +37,9 @@ from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
 from batchsched.runtime.tenants import TenantLayer
+
+if TYPE_CHECKING:
+    from batchsched.runtime.preempting import Preempting
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +103,7 @@ class Scheduler:
         self.gangs = gangs if gangs is not None else GangTracker()
         self.gang_cycle = GangCycle(self)
         self.waits = BackfillWaits(self)
+        self.preempting: Preempting | None = None  # PostFilter; set by the app
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -132,9 +137,42 @@ class Scheduler:
             self.queue.done(pod.uid)
             return
         gang = pod_group_of(pod)
-        if gang is not None:
-            self.gang_cycle.run(queued, gang)
+        with self.holds_lifted(self.waits.key_of(pod), pod.priority):
+            if gang is not None:
+                self.gang_cycle.run(queued, gang)
+            else:
+                self._schedule_pod(queued)
+
+    # Preemption (runtime/preempting.py): the capacity held for preemptors, and PostFilter.
+
+    @contextlib.contextmanager
+    def holds_lifted(self, key: str, priority: int) -> Iterator[None]:
+        if self.preempting is None:
+            yield
             return
+        with self.preempting.lifted(key, priority):
+            yield
+
+    def post_filter(
+        self,
+        key: str,
+        pods: Sequence[PodView],
+        group: PodGroupView | None,
+        runner: ProfileRunner,
+        message: str,
+    ) -> str:
+        """The failure message, with what preemption did about it."""
+        if self.preempting is None:
+            return message
+        preemption = self.preempting.post_filter(key, pods, group, runner)
+        return f"{message}; {preemption}" if preemption else message
+
+    def preemptor_placed(self, key: str) -> None:
+        if self.preempting is not None:
+            self.preempting.placed(key)
+
+    def _schedule_pod(self, queued: QueuedPod) -> None:
+        pod = queued.pod
         runner = self._runners[pod.scheduler_name]
         cycle = self.queue.scheduling_cycle()
         if self.waits.quota_refuses([queued], cycle):
@@ -156,6 +194,7 @@ class Scheduler:
                 return
             self.waits.started(key, starting)
             self.cache.assume(pod, result.node_name)
+            self.preemptor_placed(key)
             self.counts.scheduled += 1
             # The attempt is observed when its binding ends, as kube-scheduler does.
             self.spawn(self.bind(queued, runner, result, cycle_started=started))
@@ -170,8 +209,10 @@ class Scheduler:
         else:
             self.counts.unschedulable += 1
             logger.debug("unschedulable pod=%s reason=%s", pod.key, message)
-            self.waits.blocked(self.waits.key_of(pod), [pod])
+            key = self.waits.key_of(pod)
+            self.waits.blocked(key, [pod])
             self.queue.requeue_unschedulable(queued, cycle)
+            message = self.post_filter(key, [pod], None, runner, message)
         self.report_failure(pod, message)
 
     def report_failure(self, pod: PodView, message: str) -> None:

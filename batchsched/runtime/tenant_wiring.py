@@ -17,6 +17,7 @@ from typing import Final
 
 from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
+from batchsched.plugins.backfill_reservations import attach_reservation_guard
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
 from batchsched.runtime.scheduler import Scheduler
@@ -56,6 +57,7 @@ def attach_tenants(
     cache.watchers.append(layer)
     backfill = LiveBackfill(clock, policy.reservations, policy.starvation_s)
     scheduler.tenants, scheduler.backfill = layer, backfill
+    attach_reservation_guard(scheduler.profiles, scheduler.waits)
 
     def order(current: QuotaPolicy) -> None:
         several = len(current.tenants) > 1

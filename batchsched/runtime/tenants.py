@@ -20,7 +20,7 @@ from batchsched.gang.podgroup import pod_group_of
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
-from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, pod_demand
+from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, pod_demand, sole_product
 from queues.fairshare import RankKey, rank_key
 from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy, add, subtract
 from queues.quota import Admission, check_admission
@@ -129,13 +129,16 @@ class TenantLayer:
                 "defaultTenant",
             )
         priority = max(p.priority for p in pods)
+        capacity = self.capacity()
+        sole = sole_product(capacity)  # one GPU model: per-model quota is known before placing
+        products = {p.uid: sole for p in pods} if sole is not None else None
         return check_admission(
             self.policy,
             self.ledger,
             tenant,
-            gang_demand(pods),
+            gang_demand(pods, products),
             priority,
-            self.capacity(),
+            capacity,
             self.in_use,
         )
 
@@ -144,6 +147,55 @@ class TenantLayer:
         logger.info("quota refused pods=%s tenant=%s reason=%s", _names(pods), tenant, reason)
         if self.metrics is not None:
             self.metrics.quota_rejections.labels(tenant=tenant).inc()
+
+    # Preemption (runtime/preempting.py): what a tenant below its guarantee may reclaim.
+
+    def reclaimable(self, pods: Sequence[PodView]) -> frozenset[str]:
+        """Uids of other tenants' pods that these pending pods (one gang, or one pod) may
+        evict regardless of priority: empty unless the pods' tenant stays within its guarantee
+        with them, counted on the resources its guarantee names. From each other tenant above
+        its guarantee on those resources, its units (gangs, lone pods) youngest first while it
+        is still above: at most one unit's worth below its guarantee, as Kueue reclaims."""
+        tenant = self.policy.tenant_of(pods[0].namespace, pods[0].labels) if pods else None
+        if tenant is None:
+            return frozenset()
+        guaranteed = self.policy.tenants[tenant].guaranteed
+        demand = gang_demand(pods)
+        names = sorted(r for r in demand if demand[r] > 0 and r in guaranteed)
+        usage = self.ledger.current(tenant)
+        if not names or any(usage.get(r, 0) + demand[r] > guaranteed[r] for r in names):
+            return frozenset()
+        out: set[str] = set()
+        for other, units in self._units_by_tenant(tenant, names).items():
+            limit = self.policy.tenants[other].guaranteed
+            used = self.ledger.current(other)
+            excess = {r: used.get(r, 0) - limit.get(r, 0) for r in names}
+            for uids, amounts in units:
+                if all(excess[r] <= 0 for r in names):
+                    break
+                out.update(uids)
+                excess = {r: excess[r] - amounts.get(r, 0) for r in names}
+        return frozenset(out)
+
+    def _units_by_tenant(
+        self, skip: str, names: Sequence[str]
+    ) -> dict[str, list[tuple[list[str], dict[str, int]]]]:
+        """Other tenants' counted units that use any of `names`, youngest first."""
+        units: dict[tuple[str, str], tuple[list[str], dict[str, int]]] = {}
+        for uid, entry in self._counted.items():
+            if entry.tenant == skip or not any(entry.demand.get(r, 0) > 0 for r in names):
+                continue
+            unit = units.setdefault((entry.tenant, self.gang_key(self._pods[uid])), ([], {}))
+            unit[0].append(uid)
+            unit[1].update(add(unit[1], entry.demand))
+        by_tenant: dict[str, list[tuple[list[str], dict[str, int]]]] = {}
+        youngest = sorted(
+            units.items(),
+            key=lambda item: (-max(self.started.get(u, 0.0) for u in item[1][0]), item[0]),
+        )
+        for (tenant, _), unit in youngest:
+            by_tenant.setdefault(tenant, []).append(unit)
+        return by_tenant
 
     def nodes_changed(self) -> None:
         self._capacity = None

@@ -23,16 +23,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from batchsched.backfill import GangDemand, Planner, Running, vector
+from batchsched.backfill import GangDemand, NodeVerdicts, Planner, Running, vector
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import GangRequest, Outcome, eligible_nodes, schedule_gang
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
 from batchsched.model.resources import Resources
+from batchsched.plugins.backfill_reservations import attach_reservation_guard
 from batchsched.sim.batch_state import EventQueue, RunLog
 from batchsched.snapshot import Snapshot
-from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand
+from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, sole_product
 from queues.fairshare import gang_order, rank_key
 from queues.model import QuotaPolicy, add, subtract
 from queues.quota import check_admission
@@ -86,6 +87,10 @@ class BatchSimulator:
     ) -> None:
         self.snapshot = snapshot
         self.runner = ProfileRunner(profile, seed)
+        attach_reservation_guard({profile.scheduler_name: profile}, self)
+        self._planner: Planner | None = None  # this pass's reservations
+        self._now = 0.0
+        self._job_of: dict[str, BatchJob] = {}  # pending member uid -> its job
         self.policy = policy
         self.mode = mode
         self.ledger = UsageLedger(policy.half_life_s)
@@ -94,6 +99,7 @@ class BatchSimulator:
             i.name: vector(i.node.allocatable, i.node.allocatable.pods) for i in snapshot.nodes
         }
         self.log = RunLog(self.capacity)
+        self._sole = sole_product(self.capacity)
         self.events = EventQueue()
         self.pending: dict[str, _Pending] = {}
         self.running: dict[str, tuple[BatchJob, float, dict[str, int]]] = {}
@@ -112,9 +118,17 @@ class BatchSimulator:
             for job in departures:
                 self._depart(job, now)
             for job in arrivals:
-                self.pending[job.key] = _Pending(job, gang_demand(job.members), _shape(job))
+                self.pending[job.key] = _Pending(job, self._demand_of(job), _shape(job))
+                self._job_of.update((p.uid, job) for p in job.members)
                 self.log.arrived(job, now)
             self._pass(now)
+            while not self.events and self.pending:
+                # Nothing left to happen: pass again while passes still start gangs (one may
+                # have released a reservation that held the others back).
+                waiting = len(self.pending)
+                self._pass(now)
+                if len(self.pending) == waiting:
+                    break
         reasons = {key: p.reason for key, p in self.pending.items()}
         return BatchResult(self.log, self.attempts, reasons)
 
@@ -122,37 +136,55 @@ class BatchSimulator:
 
     def _pass(self, now: float) -> None:
         planner = self._carried_reservations(now) if self.mode == "backfill" else None
+        self._planner, self._now = planner, now
         failed: set[tuple[object, ...]] = set()
         delayed: set[tuple[object, ...]] = set()
-        shapes = {entry.shape for entry in self.pending.values()}
+        stuck: set[tuple[object, ...]] = set()  # shapes that found no room
+        stuck_for: dict[tuple[object, ...], list[float | None]] = {}  # shape -> delayed runtimes
+        shortest: dict[tuple[object, ...], float] = {}  # shape -> shortest expected runtime
+        for e in self.pending.values():
+            runtime = _NEVER if e.job.expected is None else e.job.expected
+            shortest[e.shape] = min(shortest.get(e.shape, _NEVER), runtime)
         starving = sum(1 for e in self.pending.values() if self._starving(e.job, now))
+        unvisited = set(self._reserved)
         for entry in self._fair_order(now):
             job = entry.job
             starving -= self._starving(job, now)
+            unvisited.discard(job.key)
             admission = check_admission(
                 self.policy, self.ledger, job.tenant, entry.demand, job.priority,
                 self.capacity, self._in_use_now,
             )  # fmt: skip
             if not admission.admitted:
                 entry.reason = admission.reason
+                self._unblock(job.key, planner)  # quota, not capacity, holds it: no reservation
                 continue
             # Within a pass capacity only shrinks: a shape that found no room (or would delay a
             # reservation, for as long a runtime) finds none later in the pass either.
-            mine = (-job.priority, self._blocked_since.get(job.key, _NEVER), job.key)
-            behind_all = all(self._ahead(k, now) < mine for k in self._reserved)
-            delay_key = (entry.shape, job.expected) if behind_all else None
-            if entry.shape in failed:
+            # Where a gang may go also depends on which reservations are ahead of it in line:
+            # gangs alike in shape and in those are alike.
+            place = self._place(job)
+            ahead = frozenset(
+                k for k in self._reserved if k != job.key and self._ahead(k, now) < place
+            )
+            fit_key = (entry.shape, ahead, job.key in self._reserved)
+            delay_key = (*fit_key, job.expected)
+            if fit_key in failed:
                 outcome = _NO_FIT
-            elif delay_key is not None and delay_key in delayed:
+            elif delay_key in delayed:
                 outcome = _DELAYS
             else:
                 outcome = self._try_place(job, now, planner)
+            if outcome == _QUOTA:
+                self._unblock(job.key, planner)
             if outcome in (_STARTED, _QUOTA):
                 continue
             if outcome == _NO_FIT:
-                failed.add(entry.shape)
-            elif outcome == _DELAYS and delay_key is not None:
+                failed.add(fit_key)
+                stuck.add(entry.shape)
+            elif outcome == _DELAYS:
                 delayed.add(delay_key)
+                stuck_for.setdefault(entry.shape, []).append(job.expected)
             if self.mode == "fifo":
                 entry.reason = entry.reason or "waits behind the head of the line (strict FIFO)"
                 return
@@ -162,28 +194,26 @@ class BatchSimulator:
                 if job.key not in self._reserved and self._gets_reservation(job, reserved, now):
                     if planner is None:
                         planner = Planner(self.allocatable, self._running_pods(), now)
+                        self._planner = planner
                     self._reserve(planner, job)
                     reserved += 1
                 found = self._reserved.get(job.key)
                 entry.estimate = None if found is None else found[0]
-            if (
-                shapes <= failed
-                and not starving
-                and (self.mode != "backfill" or reserved >= self.policy.reservations)
-            ):
+            done = not starving and not unvisited
+            if done and self.mode == "backfill":
+                done = reserved >= self.policy.reservations
+            if done and _all_stuck(shortest, stuck, stuck_for):
                 return  # nothing left can start, and no reservation is left to hand out
 
     def _carried_reservations(self, now: float) -> Planner | None:
         """Reservations persist across passes, as the live scheduler's do: the gangs blocked
         before (first K by priority then wait, and starving ones) are re-planned first."""
         self._reserved = {}
-        waiting = [k for k in self._blocked_since if k in self.pending]
+        waiting = [k for k in self._blocked_since if k in self.pending and self._admits(k)]
         self._blocked_since = {k: self._blocked_since[k] for k in waiting}
         if not waiting:
             return None
-        ordered = sorted(
-            waiting, key=lambda k: (-self.pending[k].job.priority, self._blocked_since[k], k)
-        )
+        ordered = sorted(waiting, key=lambda k: self._place(self.pending[k].job))
         chosen = ordered[: self.policy.reservations] + [
             k
             for k in ordered[self.policy.reservations :]
@@ -194,16 +224,61 @@ class BatchSimulator:
             self._reserve(planner, self.pending[key].job)
         return planner
 
-    def _ahead(self, key: str, now: float) -> tuple[int, float, str]:
-        """A reserved gang's place in line: (-priority, blocked since, key), as the live
-        scheduler orders reservations; it holds back only gangs behind it."""
-        priority = self._reserved[key][1] if key in self._reserved else 0
-        return (-priority, self._blocked_since.get(key, now), key)
+    def verdicts(self, pod: PodView) -> NodeVerdicts | None:
+        """The BackfillReservations plugin's question: where must this pod not start now?"""
+        job = self._job_of.get(pod.uid)
+        planner = self._planner
+        if job is None or planner is None:
+            return None
+        now = self._now
+        mine = self._place(job)
+        ahead = frozenset(
+            r.key
+            for r in planner.reservations
+            if r.protected and r.key != job.key and self._ahead(r.key, now) < mine
+        )
+        if not ahead:
+            return None
+        expected = job.expected
+        end = None if expected is None else now + expected
+        return NodeVerdicts(planner, ahead, vector(pod.requests), end)
+
+    def _place(self, job: BatchJob) -> tuple[int, float, float, str]:
+        """A gang's place in line: priority, how long blocked (never: last), age, key."""
+        since = self._blocked_since.get(job.key, _NEVER)
+        return (-job.priority, since, job.arrival, job.key)
+
+    def _ahead(self, key: str, now: float) -> tuple[int, float, float, str]:
+        """A reserved gang's place in line, as the live scheduler orders reservations; it
+        holds back only gangs behind it."""
+        entry = self.pending.get(key)
+        if entry is None:
+            return (0, now, now, key)
+        return self._place(entry.job)
+
+    def _unblock(self, key: str, planner: Planner | None) -> None:
+        self._blocked_since.pop(key, None)
+        if self._reserved.pop(key, None) is not None and planner is not None:
+            planner.release(key)
 
     def _reserve(self, planner: Planner, job: BatchJob) -> None:
         reservation = planner.reserve(self._demand(job, protected=True))
         start = None if reservation is None else reservation.start
         self._reserved[job.key] = (start, job.priority)
+
+    def _demand_of(self, job: BatchJob) -> dict[str, int]:
+        """Quota demand before placement; per-model too when the cluster has one GPU model."""
+        if self._sole is None:
+            return gang_demand(job.members)
+        return gang_demand(job.members, {p.uid: self._sole for p in job.members})
+
+    def _admits(self, key: str) -> bool:
+        entry = self.pending[key]
+        job = entry.job
+        return check_admission(
+            self.policy, self.ledger, job.tenant, entry.demand, job.priority,
+            self.capacity, self._in_use_now,
+        ).admitted  # fmt: skip
 
     def _starving(self, job: BatchJob, now: float) -> bool:
         return now - job.arrival >= self.policy.starvation_s
@@ -222,7 +297,7 @@ class BatchSimulator:
 
         def rank(tenant: str) -> tuple[object, ...]:
             head = by_tenant[tenant][-1]
-            stamp = (head.job.key, self.ledger.versions(self.policy, tenant))
+            stamp = (head.job.key, self.ledger.version)
             cached = ranks.get(tenant)
             if cached is None or cached[0] != stamp:
                 key = rank_key(self.policy, self.ledger, tenant, head.demand, self.capacity, now)
@@ -275,7 +350,7 @@ class BatchSimulator:
         ends_at = None if expected is None else now + expected
         starting = [Running(r.node, vector(r.pod.requests), ends_at) for r in decision.placed]
         if planner is not None:
-            mine = (-job.priority, self._blocked_since.get(job.key, _NEVER), job.key)
+            mine = self._place(job)
             late = [
                 r
                 for r in planner.conflicts(starting)
@@ -291,11 +366,14 @@ class BatchSimulator:
                 return _DELAYS
         trial.commit()
         if planner is not None:
+            planner.release(job.key)
             planner.start(starting)
         self.ledger.add(self.policy, job.tenant, demand, now)
         self._in_use_now = add(self._in_use_now, demand)
         self._running_pods_now = None
         del self.pending[job.key]
+        for pod in job.members:
+            self._job_of.pop(pod.uid, None)
         self._blocked_since.pop(job.key, None)
         self.running[job.key] = (job, ends_at if ends_at is not None else float("inf"), demand)
         self.events.depart(end, job)
@@ -341,6 +419,22 @@ class BatchSimulator:
     def _product(self, node: str) -> str:
         info = self.snapshot.get(node)
         return info.node.labels.get(PRODUCT_LABEL, "") if info is not None else ""
+
+
+def _all_stuck(
+    shortest: dict[tuple[object, ...], float],
+    stuck: set[tuple[object, ...]],
+    stuck_for: dict[tuple[object, ...], list[float | None]],
+) -> bool:
+    """Every pending shape found no room, or would delay a reservation even with the shortest
+    runtime any pending gang of that shape has (a longer one overlaps it more)."""
+    for shape, low in shortest.items():
+        if shape in stuck:
+            continue
+        runtimes = [_NEVER if r is None else r for r in stuck_for.get(shape, [])]
+        if not runtimes or min(runtimes) > low:
+            return False
+    return True
 
 
 def _shape(job: BatchJob) -> tuple[object, ...]:

@@ -168,6 +168,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "PodTopologySpread",
         "InterPodAffinity",
         "GpuTopology",
+        "BackfillReservations",
     ]
     assert plugins["filter"] == [
         "NodeUnschedulable",
@@ -179,6 +180,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "PodTopologySpread",
         "InterPodAffinity",
         "GpuTopology",
+        "BackfillReservations",
     ]
     assert plugins["score"] == [
         "TaintToleration:3",
@@ -207,6 +209,7 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
         "PodTopologySpread",
         "InterPodAffinity",
         "GpuTopology",
+        "BackfillReservations",
     ]
     assert plugins["score"] == [
         "NodeResourcesFit:1",
@@ -238,7 +241,7 @@ def test_v1_unknown_plugin_fails_naming_its_path_and_the_known_plugins() -> None
     message = str(caught.value)
     assert message.startswith(
         f'{path}: profiles[0].plugins.score.enabled[0].name: unknown plugin "GPUPriorityPlugin"; '
-        "known plugins: DefaultBinder, GangSort, "
+        "known plugins: BackfillReservations, DefaultBinder, GangSort, "
     )
     for name in ("ImageLocality", "InterPodAffinity", "NodeResourcesFit", "PrioritySort"):
         assert name in message

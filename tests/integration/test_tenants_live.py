@@ -116,14 +116,16 @@ async def test_a_reserved_gang_is_not_delayed_by_backfill_and_its_estimated_star
         created = timestamp(long_pod["metadata"]["creationTimestamp"], "")  # type: ignore[index]
         assert 3500 <= at - created <= 3700  # when "long" is expected to end
 
-        # Fits on gpu-1 now, but would still run when "big" is due there: it waits.
+        # Fits on gpu-1 now, but would still run when "big" is due there: it waits (the
+        # BackfillReservations filter keeps it off gpu-1, and gpu-0 is full).
         await create_pod(api, make_pod("slow").gpus(4).cpu("1").annotation(RUNTIME, "2h"))
         # Fits and ends long before "big" is due: it backfills.
         await create_pod(api, make_pod("quick").gpus(4).cpu("1").annotation(RUNTIME, "5m"))
         await wait_for(lambda: node_of(api, NS, "quick"), what="quick backfilled")
 
         async def held() -> bool:
-            return any("would delay default/big" in n for n in await failures(api, "slow"))
+            notes = await failures(api, "slow")
+            return any("reserved for default/big (backfill)" in n for n in notes)
 
         await wait_for(held, what="slow held back by the reservation")
         assert await node_of(api, NS, "slow") == ""

@@ -14,6 +14,7 @@ from batchsched.config import default_config
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
+from batchsched.plugins.backfill_reservations import BackfillReservations
 from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.runtime.handlers import NodeEvents, PodEvents
 from batchsched.runtime.queue import SchedulingQueue
@@ -164,8 +165,32 @@ def busy_cluster(s: Live) -> None:
     s.schedule(gpus("head", 8, "30m").node_selector(**{HOSTNAME: "gpu-1"}))
 
 
-async def test_a_pod_that_would_delay_a_reservation_waits_with_an_event_saying_so() -> None:
+async def test_a_pod_that_would_delay_a_reservation_is_kept_off_its_node_with_a_reason() -> None:
+    # The BackfillReservations filter refuses the reserved node; nowhere else has room.
     s = live(quota())
+    busy_cluster(s)
+    s.schedule(gpus("slow", 4, "2h"))
+    await s.scheduler.drain()
+    message = (
+        "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, "
+        "1 node(s) reserved for pod:default/head (backfill)."
+    )
+    assert s.recorder.notes("default/slow", "FailedScheduling") == [message]
+    assert s.binds.bound == [] and s.scheduler.queue.counts()["unschedulable"] == 2
+    info = s.scheduler.cache.snapshot.get("gpu-1")
+    assert info is not None and set(info.pods) == {"uid-default-short"}  # nothing left behind
+
+
+def without_filter(s: Live) -> Live:
+    """Turn the BackfillReservations filter off: the check after placement must hold alone."""
+    for plugin in s.scheduler.profiles["gpu-scheduler"].filter:
+        if isinstance(plugin, BackfillReservations):
+            plugin.guard = None
+    return s
+
+
+async def test_without_the_filter_the_check_after_placement_holds_the_pod_back() -> None:
+    s = without_filter(live(quota()))
     busy_cluster(s)
     s.schedule(gpus("slow", 4, "2h"))
     await s.scheduler.drain()
@@ -193,7 +218,7 @@ async def test_a_held_back_pod_is_judged_against_a_plan_without_itself() -> None
     # The plan is rebuilt in the held-back pod's own cycle (the blocked set changed); the pod
     # the runner just reserved must not count as running there, or the reservation would move
     # behind it and it would pass.
-    s = live(quota())
+    s = without_filter(live(quota()))
     busy_cluster(s)
     s.clock.advance(10)  # past refresh_s: whatever plan exists is stale
     s.schedule(gpus("slow", 4, "2h"))
@@ -203,7 +228,7 @@ async def test_a_held_back_pod_is_judged_against_a_plan_without_itself() -> None
 
 
 async def test_a_gang_that_would_delay_a_reservation_is_held_back_whole() -> None:
-    s = live(quota())
+    s = without_filter(live(quota()))
     busy_cluster(s)
     s.scheduler.gangs.on_add(
         parse_pod_group(
@@ -300,3 +325,32 @@ async def test_a_pod_of_another_scheduler_ends_its_runtime_after_its_start_time(
     theirs = theirs.set("status.startTime", "2023-11-14T22:20:00Z")
     s.run(theirs)
     assert s.scheduler.waits.ends_at(theirs.view()) == 1000.0 - 600 + 3600
+
+
+def prefers_gpu_1(builder: PodBuilder) -> PodBuilder:
+    term = {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": ["gpu-1"]}]}
+    preferred = [{"weight": 100, "preference": term}]
+    return builder.affinity(
+        "nodeAffinity", {"preferredDuringSchedulingIgnoredDuringExecution": preferred}
+    )
+
+
+async def test_a_pod_that_would_delay_a_reservation_on_one_node_starts_on_another() -> None:
+    s = live(quota())
+    busy_cluster(s)
+    s.nodes.on_add(make_node("gpu-2").gpus(8).cpu("64").view())
+    s.schedule(prefers_gpu_1(gpus("slow", 4, "2h")))
+    await s.scheduler.drain()
+    assert s.binds.bound == [("default/slow", "gpu-2")]  # not gpu-1, reserved for "head"
+    assert s.recorder.notes("default/slow", "FailedScheduling") == []
+
+
+async def test_without_the_filter_packing_would_have_picked_the_reserved_node() -> None:
+    # The control for the test above: the same cluster, the filter off.
+    s = without_filter(live(quota()))
+    busy_cluster(s)
+    s.nodes.on_add(make_node("gpu-2").gpus(8).cpu("64").view())
+    s.schedule(prefers_gpu_1(gpus("slow", 4, "2h")))
+    await s.scheduler.drain()
+    assert s.binds.bound == []
+    assert s.recorder.notes("default/slow", "FailedScheduling")[0].startswith("backfill: ")

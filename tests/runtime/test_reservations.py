@@ -47,6 +47,9 @@ class Cluster:
     def estimates(self, backfill: LiveBackfill) -> Mapping[str, float]:
         return backfill.estimates(self.snapshot, self.ends_at, self.eligible)
 
+    def protected(self, backfill: LiveBackfill) -> frozenset[str]:
+        return backfill.protected(self.snapshot, self.ends_at, self.eligible)
+
     def conflict(
         self,
         backfill: LiveBackfill,
@@ -176,7 +179,9 @@ def test_only_the_first_k_gangs_by_priority_then_wait_are_reserved() -> None:
     backfill.block("mid-old", gang("mid-old", 1, 1, priority=5), 60.0)
     cluster.clock.advance(10)
     backfill.block("mid-new", gang("mid-new", 1, 1, priority=5), 60.0)
-    assert set(cluster.estimates(backfill)) == {"high", "mid-old"}
+    assert cluster.protected(backfill) == {"high", "mid-old"}
+    # The others in line get an estimated start all the same; nothing is held back for them.
+    assert set(cluster.estimates(backfill)) == {"high", "mid-old", "mid-new", "low"}
 
 
 def test_a_gang_waiting_past_the_starvation_limit_is_reserved_beyond_k() -> None:
@@ -186,9 +191,9 @@ def test_a_gang_waiting_past_the_starvation_limit_is_reserved_beyond_k() -> None
     cluster.clock.advance(100)
     backfill.block("head", gang("head", 1, 1, priority=9), 60.0)
     backfill.block("later", gang("later", 1, 1, priority=0), 60.0)
-    assert set(cluster.estimates(backfill)) == {"head"}
+    assert cluster.protected(backfill) == {"head"}
     cluster.clock.advance(HOUR - 100)  # "starving" waited an hour, "later" not quite
-    assert set(cluster.estimates(backfill)) == {"head", "starving"}
+    assert cluster.protected(backfill) == {"head", "starving"}
 
 
 def test_blocking_again_keeps_the_time_the_gang_started_waiting() -> None:
@@ -199,7 +204,7 @@ def test_blocking_again_keeps_the_time_the_gang_started_waiting() -> None:
     cluster.clock.advance(HOUR - 1)
     backfill.block("old", gang("old", 1, 1), 60.0)  # its next failed cycle
     cluster.clock.advance(1)
-    assert set(cluster.estimates(backfill)) == {"head", "old"}
+    assert cluster.protected(backfill) == {"head", "old"}
 
 
 def test_the_plan_is_kept_until_refresh_s_then_rebuilt_from_the_snapshot() -> None:
@@ -229,9 +234,9 @@ def test_new_limits_take_effect_at_the_next_plan() -> None:
     backfill = cluster.backfill(reservations=4)
     backfill.block("a", gang("a", 1, 1, priority=2), 60.0)
     backfill.block("b", gang("b", 1, 1, priority=1), 60.0)
-    assert set(cluster.estimates(backfill)) == {"a", "b"}
+    assert cluster.protected(backfill) == {"a", "b"}
     backfill.set_limits(1, HOUR)
-    assert set(cluster.estimates(backfill)) == {"a"}
+    assert cluster.protected(backfill) == {"a"}
 
 
 def test_a_plan_rebuilt_in_a_placements_own_check_leaves_that_placement_out() -> None:

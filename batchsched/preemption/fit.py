@@ -1,0 +1,94 @@
+"""Does the preemptor fit once these units are gone? Asked of the real framework, on a trial.
+
+Every question opens a snapshot trial, forgets the victims' pods, asks the profile's plugins
+(or the gang cycle) and discards the trial, so the snapshot ends exactly as it began. Each
+question gets a fresh `ProfileRunner` (seed 0): answers do not depend on the caller's
+rotating start index, and the caller's runner is left untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+
+from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.profile import Profile
+from batchsched.framework.runner import ProfileRunner
+from batchsched.framework.status import Code, is_ok
+from batchsched.gang.core import GangDecision, GangRequest, schedule_gang
+from batchsched.gang.podgroup import PodGroupView
+from batchsched.model.pod import PodView
+from batchsched.preemption.units import Unit
+from batchsched.snapshot import Snapshot
+
+
+def dry_run_profile(profile: Profile) -> Profile:
+    """The profile without PostFilter: a dry run must never start another preemption."""
+    return dataclasses.replace(profile, post_filter=()) if profile.post_filter else profile
+
+
+@contextmanager
+def evicted_pods(snapshot: Snapshot, pods: Iterable[PodView]) -> Iterator[None]:
+    """The snapshot without these pods, for the duration of the block."""
+    trial = snapshot.begin_trial()
+    try:
+        for pod in pods:
+            snapshot.forget(pod)
+        yield
+    finally:
+        trial.discard()
+
+
+def evicted(snapshot: Snapshot, units: Sequence[Unit]) -> AbstractContextManager[None]:
+    """The snapshot without the units' pods, for the duration of the block."""
+    return evicted_pods(snapshot, (pod for unit in units for pod in unit.pods))
+
+
+def fits_on_node(profile: Profile, pod: PodView, snapshot: Snapshot, node_name: str) -> bool:
+    """PreFilter, then every Filter on one node: kube-scheduler's dry run for preemption."""
+    info = snapshot.get(node_name)
+    if info is None:
+        return False
+    state = CycleState()
+    for plugin in profile.pre_filter:
+        result, status = plugin.pre_filter(state, pod, snapshot)
+        if status.code is Code.SKIP:
+            state.skip_filter.add(plugin.name)
+            continue
+        if not is_ok(status):
+            return False
+        if result is not None and node_name not in result.node_names:
+            return False
+    for check in profile.filter:
+        if check.name not in state.skip_filter and not is_ok(check.filter(state, pod, info)):
+            return False
+    return True
+
+
+def unit_fits_on_node(
+    profile: Profile, pod: PodView, snapshot: Snapshot, node_name: str, units: Sequence[Unit]
+) -> bool:
+    with evicted(snapshot, units):
+        return fits_on_node(profile, pod, snapshot, node_name)
+
+
+def place_gang(
+    profile: Profile,
+    group: PodGroupView,
+    pending: tuple[PodView, ...],
+    bound: int,
+    snapshot: Snapshot,
+) -> GangDecision:
+    """The gang cycle as the scheduler runs it, holding nothing for an incomplete gang.
+
+    BIND (minMember reached) or WAIT (every member that exists fits) count as fitting.
+    The caller's trial rolls back whatever it placed."""
+    request = GangRequest(group, pending, bound=bound)
+    return schedule_gang(request, snapshot, ProfileRunner(profile), hold_incomplete=False)
+
+
+def why_not(profile: Profile, pod: PodView, snapshot: Snapshot) -> str:
+    """kube-scheduler's "0/N nodes are available: ..." for the pod on this snapshot."""
+    result = ProfileRunner(profile).find_node(pod, snapshot)
+    return result.message() if result.node_name is None else f"it fits on {result.node_name}"

@@ -1,0 +1,234 @@
+"""PostFilter for pods and gangs: the cheapest whole-gang victim set, or why there is none.
+
+Purely computational: `plan_preemption` reads the snapshot through trials it discards, so
+the snapshot is exactly as it was when it returns.
+
+One pod (kube-scheduler's DefaultPreemption, per node): on each node that holds candidate
+victims, the pod must fit once all of them are gone; then the cheapest subset that still
+lets it fit there is searched (search.py). Nodes are visited in order of a lower bound on
+what their best set can cost, and the walk stops once the best set found costs no more
+than the next node's bound, so on a large cluster only a few nodes are dry-run.
+
+A gang: one search over the whole cluster, each candidate set judged by the gang cycle
+itself (`schedule_gang`, holding nothing), so the gang's packing and topology rules decide.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+
+from batchsched.framework.profile import Profile
+from batchsched.framework.runner import ProfileRunner
+from batchsched.gang.core import GangDecision, Outcome
+from batchsched.model.resources import NVIDIA_GPU, PODS
+from batchsched.preemption.cost import (
+    Cost,
+    cluster_covers,
+    cluster_free,
+    demand,
+    node_covers,
+    node_lower_bound,
+    plan_cost,
+    shortfall,
+)
+from batchsched.preemption.fit import (
+    dry_run_profile,
+    evicted,
+    evicted_pods,
+    place_gang,
+    unit_fits_on_node,
+    why_not,
+)
+from batchsched.preemption.model import NoPlan, PreemptionPlan, PreemptionRequest
+from batchsched.preemption.search import Found, cheapest
+from batchsched.preemption.units import ZONE_LABEL, Candidates, Unit, collect
+from batchsched.snapshot import Snapshot
+
+__all__ = ["plan_preemption"]
+
+NEVER = "Never"
+# A gang preemptor's greedy search also tries this many nodes (and zones) first, the ones
+# whose candidate victims free the most, so its victims can come from one place.
+DOMAINS_TRIED = 4
+
+
+def plan_preemption(
+    request: PreemptionRequest, snapshot: Snapshot, runner: ProfileRunner
+) -> PreemptionPlan | NoPlan:
+    """The cheapest set of whole victim units whose eviction lets the preemptor fit."""
+    refused = _refusal(request)
+    if refused:
+        return NoPlan(refused)
+    candidates = collect(request, snapshot)
+    if not candidates.nodes:
+        spared = _spared(request, candidates)
+        return NoPlan(f"preemption cannot help: no {_kind(request)} pods to evict{spared}")
+    profile = dry_run_profile(runner.profile)
+    if request.group is None:
+        return _plan_pod(request, candidates, snapshot, profile)
+    return _plan_gang(request, candidates, snapshot, profile)
+
+
+def _refusal(request: PreemptionRequest) -> str:
+    if not request.preemptor:
+        return "preemption cannot help: no pods to place"
+    if request.group is None and len(request.preemptor) != 1:
+        return f"a preemptor without a PodGroup is one pod, not {len(request.preemptor)}"
+    if all(p.preemption_policy == NEVER for p in request.preemptor):
+        return f"{request.who} does not preempt: preemptionPolicy is Never"
+    return ""
+
+
+def _plan_pod(
+    request: PreemptionRequest, candidates: Candidates, snapshot: Snapshot, profile: Profile
+) -> PreemptionPlan | NoPlan:
+    pod = request.preemptor[0]
+    need = demand([pod])
+    bounds: list[tuple[Cost, int, str, dict[str, int]]] = []
+    for index, node in enumerate(candidates.nodes):
+        info = snapshot.get(node)
+        assert info is not None
+        short = shortfall(info, need)
+        bound = node_lower_bound(short, candidates.facts_on(node, short))
+        if bound is not None:
+            bounds.append((bound, index, node, short))
+    heapq.heapify(bounds)
+    best: tuple[Found, str] | None = None
+    while bounds:
+        bound, _, node, short = heapq.heappop(bounds)
+        if best is not None and best[0].cost <= bound:
+            break  # no node left can beat it
+        units = candidates.units_on(node)
+        found = _best_on_node(request, units, snapshot, profile, node, short)
+        if found is not None and (best is None or found.cost < best[0].cost):
+            best = (found, node)
+    if best is None:
+        with evicted_pods(snapshot, candidates.victim_pods()):
+            left = why_not(profile, pod, snapshot)
+        return NoPlan(_cannot_help(request, candidates, f"{pod.key} unschedulable: {left}"))
+    found, node = best
+    if not found.units:
+        return NoPlan(f"preemption is not needed: {request.who} fits on {node} as it is")
+    return _plan(request, found, {pod.uid: node})
+
+
+def _best_on_node(
+    request: PreemptionRequest,
+    units: Sequence[Unit],
+    snapshot: Snapshot,
+    profile: Profile,
+    node: str,
+    short: Mapping[str, int],
+) -> Found | None:
+    pod = request.preemptor[0]
+
+    def fits(chosen: Sequence[Unit]) -> bool:
+        return unit_fits_on_node(profile, pod, snapshot, node, chosen)
+
+    if not short and fits(()):
+        return Found((), ())
+    if not fits(units):
+        return None
+    return cheapest(
+        units,
+        fits,
+        lambda chosen: node_covers(node, short, chosen),
+        lambda chosen: plan_cost(chosen, request.budgets),
+    )
+
+
+def _plan_gang(
+    request: PreemptionRequest, candidates: Candidates, snapshot: Snapshot, profile: Profile
+) -> PreemptionPlan | NoPlan:
+    group = request.group
+    assert group is not None
+    pending = request.preemptor
+
+    def attempt(chosen: Sequence[Unit]) -> GangDecision:
+        with evicted(snapshot, chosen):
+            return place_gang(profile, group, pending, request.bound_members, snapshot)
+
+    def placed(chosen: Sequence[Unit]) -> dict[str, str] | None:
+        decision = attempt(chosen)
+        if decision.outcome is Outcome.REJECT:
+            return None
+        return {r.pod.uid: r.node for r in decision.placed}
+
+    need = demand(pending)
+    free = cluster_free(snapshot, need)
+    short = {name: amount - free[name] for name, amount in need.items() if amount > free[name]}
+    if not short and placed(()) is not None:
+        return NoPlan(f"preemption is not needed: {request.who} fits as it is")
+    units = candidates.units
+    decision = attempt(units)
+    if decision.outcome is Outcome.REJECT:
+        return NoPlan(
+            _cannot_help(request, candidates, f"{request.who} unplaced: {decision.message}")
+        )
+    found = cheapest(
+        units,
+        lambda chosen: placed(chosen) is not None,
+        lambda chosen: cluster_covers(short, chosen),
+        lambda chosen: plan_cost(chosen, request.budgets),
+        _domains(units, need, snapshot),
+    )
+    placements = placed(found.units)
+    if placements is None:  # the search only returns sets the gang cycle accepted
+        raise RuntimeError(f"preemption plan for {request.who} no longer fits")
+    return _plan(request, found, placements)
+
+
+def _domains(
+    units: Sequence[Unit], need: Mapping[str, int], snapshot: Snapshot
+) -> list[frozenset[str]]:
+    """The nodes, then the zones, whose candidate victims free the most of what the gang
+    is short of (GPUs when it asks for any, else pod slots)."""
+    resource = NVIDIA_GPU if need.get(NVIDIA_GPU) else PODS
+    per_node: dict[str, int] = {}
+    for unit in units:
+        for node, amounts in unit.freed.items():
+            per_node[node] = per_node.get(node, 0) + amounts.get(resource, 0)
+    per_zone: dict[str, set[str]] = {}
+    for node in per_node:
+        info = snapshot.get(node)
+        zone = info.node.labels.get(ZONE_LABEL, node) if info is not None else node
+        per_zone.setdefault(zone, set()).add(node)
+
+    def freed_in(zone: str) -> int:
+        return sum(per_node[n] for n in per_zone[zone])
+
+    nodes = sorted(per_node, key=lambda n: -per_node[n])[:DOMAINS_TRIED]
+    zones = [z for z in sorted(per_zone, key=lambda z: -freed_in(z)) if len(per_zone[z]) > 1]
+    return [frozenset([n]) for n in nodes] + [frozenset(per_zone[z]) for z in zones[:DOMAINS_TRIED]]
+
+
+def _plan(request: PreemptionRequest, found: Found, placements: dict[str, str]) -> PreemptionPlan:
+    victims = tuple(sorted((u.victim() for u in found.units), key=lambda v: v.key))
+    return PreemptionPlan(victims, placements, found.cost[0], found.cost)
+
+
+def _kind(request: PreemptionRequest) -> str:
+    return "lower-priority or reclaimable" if request.reclaimable else "lower-priority"
+
+
+def _cannot_help(request: PreemptionRequest, candidates: Candidates, leaves: str) -> str:
+    pods = candidates.pods
+    noun = "pod" if pods == 1 else "pods"
+    return (
+        f"preemption cannot help: even evicting all {pods} {_kind(request)} {noun} leaves "
+        f"{leaves}{_spared(request, candidates)}"
+    )
+
+
+def _spared(request: PreemptionRequest, candidates: Candidates) -> str:
+    parts = []
+    if candidates.spared_young:
+        parts.append(
+            f"{candidates.spared_young} inside the minimum runtime of {request.min_runtime_s:g}s"
+        )
+    if candidates.spared_with_gang:
+        parts.append(f"{candidates.spared_with_gang} in gangs with a member that may not go")
+    if candidates.spared_terminating:
+        parts.append(f"{candidates.spared_terminating} already terminating")
+    return f" ({', '.join(parts)} spared)" if parts else ""
