@@ -17,6 +17,7 @@ creation to admission (start).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from typing import Any
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     jobs = workloads(args.scale)
     nodes = COHORTS * QUEUES * NOMINAL_GPUS // 8
     mode: Mode = args.mode
-    simulator = BatchSimulator(gpu_cluster(nodes), default_profile(), policy(), mode=mode)
+    quotas = dataclasses.replace(policy(), reservations=args.reservations)
+    simulator = BatchSimulator(gpu_cluster(nodes), default_profile(), quotas, mode=mode)
     started = time.perf_counter()
     result = simulator.run(jobs)
     wall = time.perf_counter() - started
@@ -96,4 +98,7 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser("kueue", help="tenant queues under Kueue's baseline load")
     parser.add_argument("--mode", choices=("backfill", "fifo", "greedy"), default="backfill")
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the workloads")
+    parser.add_argument(
+        "--reservations", type=int, default=4, help="K: gangs that get a reservation (4)"
+    )
     parser.set_defaults(run=run)
