@@ -425,6 +425,7 @@ class App:
             )
             if time.monotonic() - last_summary >= SUMMARY_INTERVAL_S:
                 last_summary = time.monotonic()
+                self._warn_capacity()
                 c = self.scheduler.counts
                 logger.info(
                     "summary attempts=%d scheduled=%d unschedulable=%d errors=%d bound=%d "
@@ -436,6 +437,20 @@ class App:
                     c.bound,
                     c.bind_failures,
                     self.queue.counts(),
+                )
+
+    def _warn_capacity(self) -> None:
+        """Guarantees above what the nodes offer: a WARNING line and an Event, once each."""
+        tenants = self.scheduler.tenants
+        if tenants is None or not all(i.synced.is_set() for i in self.required):
+            return
+        for warning in tenants.capacity_warnings():
+            regarding = self.quota_reloader.regarding if self.quota_reloader else None
+            if regarding is not None:
+                self.scheduler.spawn(
+                    self.scheduler.events.record(
+                        regarding, "Warning", "GuaranteeExceedsCapacity", "Checking", warning
+                    )
                 )
 
     async def _publish_estimates(self) -> None:

@@ -20,6 +20,7 @@ from batchsched.gang.podgroup import pod_group_of
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
+from queues.config import capacity_warnings
 from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, pod_demand, sole_product
 from queues.fairshare import RankKey, rank_key
 from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy, add, subtract
@@ -56,6 +57,7 @@ class TenantLayer:
         self._pods: dict[str, PodView] = {}
         self._snapshot: Snapshot | None = None
         self._capacity: dict[str, int] | None = None
+        self._warned: set[str] = set()
 
     def attach(self, snapshot: Snapshot) -> None:
         """The live snapshot: capacity and GPU models come from its nodes."""
@@ -199,6 +201,16 @@ class TenantLayer:
 
     def nodes_changed(self) -> None:
         self._capacity = None
+
+    def capacity_warnings(self) -> list[str]:
+        """Guarantees the cluster cannot honour all at once, each reported once (logged at
+        WARNING) until the policy or the nodes change it; returns the new ones."""
+        current = capacity_warnings(self.policy, self.capacity()) if self._snapshot else []
+        fresh = [w for w in current if w not in self._warned]
+        self._warned = set(current)
+        for warning in fresh:
+            logger.warning("tenant quota %s", warning)
+        return fresh
 
     def capacity(self) -> dict[str, int]:
         """What the cluster's nodes offer, in queue units (recomputed after node changes)."""

@@ -291,3 +291,21 @@ def test_a_pod_of_no_tenant_ranks_after_every_tenant() -> None:
     busy = h.layer.rank(QueuedPod(gpu_pod("x", "ns-a", 1).view(), 0.0, 0))
     stray = h.layer.rank(QueuedPod(gpu_pod("s", "elsewhere", 1).view(), 0.0, 0))
     assert busy < stray
+
+
+def test_guarantees_above_capacity_are_warned_once_until_nodes_change_it() -> None:
+    tenants = {
+        "a": Tenant("a", guaranteed={GPU: 6000}),
+        "b": Tenant("b", guaranteed={GPU: 6000}),
+    }
+    h = harness(QuotaPolicy(tenants), node_gpus=8)
+    first = h.layer.capacity_warnings()
+    assert first == [
+        "guaranteed quota sums to 12 nvidia.com/gpu but the cluster has 8 nvidia.com/gpu: "
+        "not every guarantee can be met at once"
+    ]
+    assert h.layer.capacity_warnings() == []  # said once
+    h.cache.add_node(make_node("n2").gpus(4).view())
+    assert h.layer.capacity_warnings() == []  # 12 of 12: honoured
+    h.cache.remove_node(make_node("n2").view())
+    assert h.layer.capacity_warnings() == first  # short again: said again
