@@ -13,12 +13,11 @@ from collections.abc import Mapping, Sequence
 
 from batchsched.backfill import (
     GangDemand,
-    InvalidRuntime,
     Planner,
     Running,
-    expected_runtime,
     vector,
 )
+from batchsched.expected_runtime import InvalidRuntime, expected_runtime
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import eligible_nodes
 from batchsched.gang.podgroup import PodGroupView, pod_group_of

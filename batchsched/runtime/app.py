@@ -44,6 +44,7 @@ from batchsched.model.pod import parse_pod
 from batchsched.model.priority_class import parse_priority_class
 from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
+from batchsched.runtime.app_quotas import Quotas
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import (
     NodeEvents,
@@ -53,18 +54,11 @@ from batchsched.runtime.handlers import (
 )
 from batchsched.runtime.preempting import NotePublisher, Preempting
 from batchsched.runtime.queue import SchedulingQueue
-from batchsched.runtime.quota_reload import (
-    QuotaReloader,
-    configmap_ref,
-    lease_ref,
-    parse_object_ref,
-    uid_resolver,
-)
+from batchsched.runtime.quota_reload import QuotaReloader
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.server import serve
-from batchsched.runtime.tenant_wiring import EstimatePublisher, attach_tenants, estimates_of
 from gpu.nrt import API_VERSION, KIND, parse_nrt
-from queues.model import QuotaPolicy, single_tenant_policy
+from queues.model import QuotaPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -190,49 +184,30 @@ class App:
         if elect:
             settings = LeaderElectionConfig.from_settings(config.leader_election, options.identity)
             self.elector = LeaderElector(api, settings, clock=clock, metrics=self.metrics)
-        self._init_quota(api, clock, config)
-        self.on_quota_change.append(
-            attach_tenants(self.scheduler, self.queue, self.cache, self.quota_policy)
-        )
-        self.estimates = EstimatePublisher(
-            estimates_of(self.scheduler), clock, lambda path, body: merge_patch(api, path, body)
+        self.quotas = Quotas(
+            api,
+            clock,
+            config,
+            (options.quota, options.quota_configmap, options.quota_poll_interval),
+            self.scheduler,
+            self.queue,
+            self.cache,
+            lambda path, body: merge_patch(api, path, body),
         )
 
-    # Tenant quotas: the policy in force, its subscribers, and the reload of its file.
+    # Tenant quotas (runtime/app_quotas.py): the policy in force and its subscribers.
 
-    def _init_quota(self, api: ApiClient, clock: SystemClock, config: SchedulerConfig) -> None:
-        """Loads the quota file (QuotaConfigError when it is missing or bad: at start-up there
-        is no last good config to keep)."""
-        self.on_quota_change: list[Callable[[QuotaPolicy], None]] = []
-        self.quota_policy: QuotaPolicy = single_tenant_policy()
-        self.quota_reloader: QuotaReloader | None = None
-        if self.options.quota is None:
-            return
-        lease = config.leader_election
-        regarding = (
-            configmap_ref(*parse_object_ref(self.options.quota_configmap))
-            if self.options.quota_configmap
-            else lease_ref(lease.resource_namespace, lease.resource_name)
-        )
-        self.quota_reloader = QuotaReloader(
-            self.options.quota,
-            on_change=self._quota_changed,
-            recorder=self.scheduler.events,
-            regarding=regarding,
-            metrics=self.metrics,
-            clock=clock,
-            interval=self.options.quota_poll_interval,
-            resolve=uid_resolver(api),
-        )
-        self.quota_policy = self.quota_reloader.load_initial()
+    @property
+    def quota_policy(self) -> QuotaPolicy:
+        return self.quotas.policy
 
-    def _quota_changed(self, policy: QuotaPolicy) -> None:
-        self.quota_policy = policy
-        for subscriber in self.on_quota_change:
-            try:
-                subscriber(policy)
-            except Exception:  # one subscriber's bug must not keep the policy from the others
-                logger.exception("quota subscriber failed subscriber=%r", subscriber)
+    @property
+    def on_quota_change(self) -> list[Callable[[QuotaPolicy], None]]:
+        return self.quotas.on_change
+
+    @property
+    def quota_reloader(self) -> QuotaReloader | None:
+        return self.quotas.reloader
 
     # Preemption (runtime/preempting.py): PodDisruptionBudgets, the Eviction API, and the
     # note on each preempting gang's PodGroup. Budgets are optional like PodGroups: the
@@ -440,22 +415,12 @@ class App:
                 )
 
     def _warn_capacity(self) -> None:
-        """Guarantees above what the nodes offer: a WARNING line and an Event, once each."""
-        tenants = self.scheduler.tenants
-        if tenants is None or not all(i.synced.is_set() for i in self.required):
-            return
-        for warning in tenants.capacity_warnings():
-            regarding = self.quota_reloader.regarding if self.quota_reloader else None
-            if regarding is not None:
-                self.scheduler.spawn(
-                    self.scheduler.events.record(
-                        regarding, "Warning", "GuaranteeExceedsCapacity", "Checking", warning
-                    )
-                )
+        if all(i.synced.is_set() for i in self.required):
+            self.quotas.warn_capacity()
 
     async def _publish_estimates(self) -> None:
         if self.elector is None or self.leading():
-            self.metrics.backfill_reservations.set(await self.estimates.publish())
+            await self.quotas.publish_estimates()
 
 
 async def merge_patch(api: ApiClient, path: str, body: Mapping[str, object]) -> object:

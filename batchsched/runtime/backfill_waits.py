@@ -13,12 +13,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from batchsched.backfill import (
-    InvalidRuntime,
     NodeVerdicts,
     Running,
-    expected_runtime,
     vector,
 )
+from batchsched.expected_runtime import InvalidRuntime, expected_runtime
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.gang.core import eligible_nodes
 from batchsched.gang.podgroup import pod_group_of

@@ -31,17 +31,16 @@ from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
 from batchsched.model.resources import Resources
 from batchsched.plugins.backfill_reservations import attach_reservation_guard
+from batchsched.sim.batch_shapes import NEVER, all_stuck, fair_order, shape_of
 from batchsched.sim.batch_state import EventQueue, RunLog
 from batchsched.snapshot import Snapshot
 from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, sole_product
-from queues.fairshare import gang_order, rank_key
 from queues.model import QuotaPolicy, add, subtract
 from queues.quota import check_admission
 from queues.usage import UsageLedger
 
 Mode = Literal["backfill", "fifo", "greedy"]
 _STARTED, _NO_FIT, _DELAYS, _QUOTA = "started", "no-fit", "delays", "quota"
-_NEVER = float("inf")  # "blocked since" of a gang never blocked: behind every blocked one
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +117,7 @@ class BatchSimulator:
             for job in departures:
                 self._depart(job, now)
             for job in arrivals:
-                self.pending[job.key] = _Pending(job, self._demand_of(job), _shape(job))
+                self.pending[job.key] = _Pending(job, self._demand_of(job), shape_of(job))
                 self._job_of.update((p.uid, job) for p in job.members)
                 self.log.arrived(job, now)
             self._pass(now)
@@ -143,8 +142,8 @@ class BatchSimulator:
         stuck_for: dict[tuple[object, ...], list[float | None]] = {}  # shape -> delayed runtimes
         shortest: dict[tuple[object, ...], float] = {}  # shape -> shortest expected runtime
         for e in self.pending.values():
-            runtime = _NEVER if e.job.expected is None else e.job.expected
-            shortest[e.shape] = min(shortest.get(e.shape, _NEVER), runtime)
+            runtime = NEVER if e.job.expected is None else e.job.expected
+            shortest[e.shape] = min(shortest.get(e.shape, NEVER), runtime)
         starving = sum(1 for e in self.pending.values() if self._starving(e.job, now))
         unvisited = set(self._reserved)
         for entry in self._fair_order(now):
@@ -202,7 +201,7 @@ class BatchSimulator:
             done = not starving and not unvisited
             if done and self.mode == "backfill":
                 done = reserved >= self.policy.reservations
-            if done and _all_stuck(shortest, stuck, stuck_for):
+            if done and all_stuck(shortest, stuck, stuck_for):
                 return  # nothing left can start, and no reservation is left to hand out
 
     def _carried_reservations(self, now: float) -> Planner | None:
@@ -245,7 +244,7 @@ class BatchSimulator:
 
     def _place(self, job: BatchJob) -> tuple[int, float, float, str]:
         """A gang's place in line: priority, how long blocked (never: last), age, key."""
-        since = self._blocked_since.get(job.key, _NEVER)
+        since = self._blocked_since.get(job.key, NEVER)
         return (-job.priority, since, job.arrival, job.key)
 
     def _ahead(self, key: str, now: float) -> tuple[int, float, float, str]:
@@ -286,32 +285,9 @@ class BatchSimulator:
     def _fair_order(self, now: float) -> Iterator[_Pending]:
         """Pending gangs, the best-ranked tenant's next gang first; ranks are recomputed after
         every admission (the ledger moves)."""
-        by_tenant: dict[str, list[_Pending]] = {}
-        for entry in self.pending.values():
-            by_tenant.setdefault(entry.job.tenant, []).append(entry)
-        for entries in by_tenant.values():
-            entries.sort(
-                key=lambda e: gang_order(e.job.priority, e.job.arrival, e.job.key), reverse=True
-            )
-        ranks: dict[str, tuple[object, tuple[object, ...]]] = {}
-
-        def rank(tenant: str) -> tuple[object, ...]:
-            head = by_tenant[tenant][-1]
-            stamp = (head.job.key, self.ledger.version)
-            cached = ranks.get(tenant)
-            if cached is None or cached[0] != stamp:
-                key = rank_key(self.policy, self.ledger, tenant, head.demand, self.capacity, now)
-                cached = ranks[tenant] = (stamp, (key, tenant))
-            return cached[1]
-
-        while by_tenant:
-            tenant = min(by_tenant, key=rank)
-            entries = by_tenant[tenant]
-            entry = entries.pop()
-            if not entries:
-                del by_tenant[tenant]
-            if entry.job.key in self.pending:
-                yield entry
+        return fair_order(
+            list(self.pending.values()), self.pending, self.policy, self.ledger, self.capacity, now
+        )
 
     def _try_place(self, job: BatchJob, now: float, planner: Planner | None) -> str:
         self.attempts += 1
@@ -419,37 +395,3 @@ class BatchSimulator:
     def _product(self, node: str) -> str:
         info = self.snapshot.get(node)
         return info.node.labels.get(PRODUCT_LABEL, "") if info is not None else ""
-
-
-def _all_stuck(
-    shortest: dict[tuple[object, ...], float],
-    stuck: set[tuple[object, ...]],
-    stuck_for: dict[tuple[object, ...], list[float | None]],
-) -> bool:
-    """Every pending shape found no room, or would delay a reservation even with the shortest
-    runtime any pending gang of that shape has (a longer one overlaps it more)."""
-    for shape, low in shortest.items():
-        if shape in stuck:
-            continue
-        runtimes = [_NEVER if r is None else r for r in stuck_for.get(shape, [])]
-        if not runtimes or min(runtimes) > low:
-            return False
-    return True
-
-
-def _shape(job: BatchJob) -> tuple[object, ...]:
-    """Gangs alike in what they ask and where they may go: one that failed in this pass means
-    the others fail too (the pass only ever takes capacity)."""
-    first = job.members[0]
-    return (
-        tuple(
-            sorted(
-                (p.requests.names(), tuple(p.requests.get(n) for n in p.requests.names()))
-                for p in job.members
-            )
-        ),
-        tuple(sorted(first.node_selector.items())),
-        first.node_affinity,
-        tuple(first.tolerations),
-        tuple(sorted(first.annotations.items())),
-    )
