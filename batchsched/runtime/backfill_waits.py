@@ -58,6 +58,19 @@ class BackfillWaits:
         self.s.counts.unschedulable += len(queued)
         return True
 
+    def placed_refused(self, placed: Sequence[tuple[PodView, str]]) -> str:
+        """Quota once the nodes are known (per-GPU-model maxes on a mixed cluster): why these
+        placements may not stand, or ""."""
+        tenants = self.s.tenants
+        if tenants is None or not placed:
+            return ""
+        admission = tenants.admit_placed(placed)
+        if admission.admitted:
+            return ""
+        pods = [pod for pod, _ in placed]
+        tenants.rejected(pods, admission.reason)
+        return f"quota: {admission.reason}"
+
     # Backfill
 
     def key_of(self, pod: PodView) -> str:

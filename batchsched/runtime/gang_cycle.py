@@ -81,8 +81,9 @@ class GangCycle:
         )
         s.counts.attempts += len(live)
         starting = s.waits.starting([(r.pod, r.node) for r in decision.placed])
-        held = s.waits.held_back(key, max(q.pod.priority for q in live), starting)
-        if held:  # it fits, but would delay a reserved gang: nothing of this cycle stays
+        held = s.waits.placed_refused([(r.pod, r.node) for r in decision.placed])
+        held = held or s.waits.held_back(key, max(q.pod.priority for q in live), starting)
+        if held:  # it fits, but its quota or a reserved gang says no: nothing of it stays
             trial.discard()
             decision = GangDecision(key, Outcome.REJECT, unplaced=request.pending, message=held)
         else:

@@ -185,7 +185,8 @@ class Scheduler:
         if result.placed and result.node_name is not None:
             key = self.waits.key_of(pod)
             starting = self.waits.starting([(pod, result.node_name)])
-            held = self.waits.held_back(key, pod.priority, starting)
+            held = self.waits.placed_refused([(pod, result.node_name)])
+            held = held or self.waits.held_back(key, pod.priority, starting)
             if held:
                 runner.unreserve(result.state, pod, result.node_name, self.cache.snapshot)
                 self.cache.forget(pod)

@@ -11,7 +11,7 @@ history restarts then, which only forgives the past early.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from batchsched.clock import Clock
@@ -118,8 +118,19 @@ class TenantLayer:
         demand = pod_demand(queued.pod)
         return rank_key(self.policy, self.ledger, tenant, demand, self.capacity(), self.clock.now())
 
-    def admit(self, pods: Sequence[PodView]) -> Admission:
-        """May these pending pods (one gang, or one pod) start under their tenant's quota?"""
+    def admit_placed(self, placed: Sequence[tuple[PodView, str]]) -> Admission:
+        """The same question once the nodes are chosen: per-GPU-model maxes count the model
+        of each pod's node (before placement only a single-model cluster tells it)."""
+        if not placed or sole_product(self.capacity()) is not None:
+            return Admission(True)
+        products = {pod.uid: self._product(node) or "" for pod, node in placed}
+        return self.admit([pod for pod, _ in placed], {k: v for k, v in products.items() if v})
+
+    def admit(
+        self, pods: Sequence[PodView], products: Mapping[str, str] | None = None
+    ) -> Admission:
+        """May these pending pods (one gang, or one pod) start under their tenant's quota?
+        `products`: each pod's node's GPU model, once placed."""
         first = pods[0]
         tenant = self.policy.tenant_of(first.namespace, first.labels)
         if tenant is None:
@@ -133,7 +144,8 @@ class TenantLayer:
         priority = max(p.priority for p in pods)
         capacity = self.capacity()
         sole = sole_product(capacity)  # one GPU model: per-model quota is known before placing
-        products = {p.uid: sole for p in pods} if sole is not None else None
+        if products is None and sole is not None:
+            products = {p.uid: sole for p in pods}
         return check_admission(
             self.policy,
             self.ledger,

@@ -354,3 +354,31 @@ async def test_without_the_filter_packing_would_have_picked_the_reserved_node() 
     await s.scheduler.drain()
     assert s.binds.bound == []
     assert s.recorder.notes("default/slow", "FailedScheduling")[0].startswith("backfill: ")
+
+
+PRODUCT = "nvidia.com/gpu.product"
+
+
+def mixed_models_quota(h100_max: int) -> QuotaPolicy:
+    return parse_quota_config(
+        "apiVersion: batchsched.io/v1alpha1\nkind: QuotaConfig\n"
+        "tenants:\n- {name: team-a, namespaces: [default], "
+        f"max: {{nvidia.com/gpu@H100: {h100_max}}}}}\n"
+    )
+
+
+async def test_a_per_model_max_is_checked_on_the_node_the_pod_was_placed_on() -> None:
+    # Two GPU models: before placement the model is unknown, so the check comes after.
+    s = live(mixed_models_quota(4))
+    s.nodes.on_add(make_node("h-0").gpus(8).cpu("64").label(PRODUCT, "H100").view())
+    s.nodes.on_add(make_node("a-0").gpus(8).cpu("64").label(PRODUCT, "A100").view())
+    s.schedule(gpus("on-h100", 8).node_selector(**{PRODUCT: "H100"}))
+    s.schedule(gpus("on-a100", 8).node_selector(**{PRODUCT: "A100"}))
+    await s.scheduler.drain()
+    assert s.binds.bound == [("default/on-a100", "a-0")]
+    assert s.recorder.notes("default/on-h100", "FailedScheduling") == [
+        "quota: tenant team-a would exceed its max 4 nvidia.com/gpu@H100: "
+        "0 nvidia.com/gpu@H100 in use + 8 nvidia.com/gpu@H100 requested"
+    ]
+    info = s.scheduler.cache.snapshot.get("h-0")
+    assert info is not None and not info.pods  # the refused placement left nothing behind
