@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from batchsched.cluster_file import ClusterFileError, load_cluster
+from batchsched.expected_runtime import human_duration
 from batchsched.whatif import WhatIfResult, place_pending
 
 EXIT_BAD_INPUT = 2
@@ -272,17 +273,9 @@ def render(result: WhatIfResult, output: str) -> str:
         for key, seconds in result.estimates.items():
             when = "never (not even once every pod of known runtime ends)"
             if seconds is not None:
-                when = f"in {_span(seconds)}"
+                when = f"in {human_duration(seconds)}"
             lines.append(f"{key:<{widths[0]}}  {when}")
     return "\n".join(lines)
-
-
-def _span(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
 
 
 def run_simulate(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from batchsched.config.documents import parse_duration
+from batchsched.model.pod import PodView
 
 EXPECTED_RUNTIME_ANNOTATION: Final = "batchsched.io/expected-runtime"
 
@@ -35,3 +36,22 @@ def expected_runtime(
     if active_deadline_seconds is not None and active_deadline_seconds > 0:
         return float(active_deadline_seconds)
     return None
+
+
+def gang_runtime(pod: PodView, group_annotations: Mapping[str, str] | None) -> float | None:
+    """A pod's expected runtime: its PodGroup's annotation, else its own, else its
+    `activeDeadlineSeconds`; InvalidRuntime names the bad annotation."""
+    if group_annotations is not None:
+        found = expected_runtime(group_annotations, None)
+        if found is not None:
+            return found
+    return expected_runtime(pod.annotations, pod.active_deadline_seconds)
+
+
+def human_duration(seconds: float) -> str:
+    """ "45s", "12m", "1.5h": how long until something, in words a user reads at a glance."""
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

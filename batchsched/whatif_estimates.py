@@ -17,7 +17,7 @@ from batchsched.backfill import (
     Running,
     vector,
 )
-from batchsched.expected_runtime import InvalidRuntime, expected_runtime
+from batchsched.expected_runtime import InvalidRuntime, gang_runtime
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import eligible_nodes
 from batchsched.gang.podgroup import PodGroupView, pod_group_of
@@ -29,11 +29,7 @@ def runtime_of(pod: PodView, groups: Mapping[str, PodGroupView]) -> float | None
     key = pod_group_of(pod)
     group = groups.get(key) if key is not None else None
     try:
-        if group is not None:
-            found = expected_runtime(group.annotations, None)
-            if found is not None:
-                return found
-        return expected_runtime(pod.annotations, pod.active_deadline_seconds)
+        return gang_runtime(pod, group.annotations if group is not None else None)
     except InvalidRuntime:
         return None  # the live scheduler reports it; here the runtime is simply unknown
 

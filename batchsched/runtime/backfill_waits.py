@@ -17,7 +17,7 @@ from batchsched.backfill import (
     Running,
     vector,
 )
-from batchsched.expected_runtime import InvalidRuntime, expected_runtime
+from batchsched.expected_runtime import InvalidRuntime, gang_runtime, human_duration
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.gang.core import eligible_nodes
 from batchsched.gang.podgroup import pod_group_of
@@ -110,7 +110,7 @@ class BackfillWaits:
         nodes = ",".join(sorted(reservation.nodes)[:4])
         return (
             f"backfill: starting now would delay {reservation.key}, which holds a reservation "
-            f"to start in {_duration(wait)} on {nodes}"
+            f"to start in {human_duration(wait)} on {nodes}"
         )
 
     def verdicts(self, pod: PodView) -> NodeVerdicts | None:
@@ -143,11 +143,7 @@ class BackfillWaits:
         key = pod_group_of(pod)
         group = self.s.gangs.group(key) if key is not None else None
         try:
-            if group is not None:
-                found = expected_runtime(group.annotations, None)
-                if found is not None:
-                    return found
-            return expected_runtime(pod.annotations, pod.active_deadline_seconds)
+            return gang_runtime(pod, group.annotations if group is not None else None)
         except InvalidRuntime as err:
             self._report_bad_runtime(key or pod.key, pod, str(err))
             return None
@@ -180,11 +176,3 @@ class BackfillWaits:
                 pod, "Warning", "InvalidAnnotation", "Scheduling", f"{why}; runtime unknown"
             )
         )
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
