@@ -377,7 +377,7 @@ class App:
                 continue
             group = self.gangs.group(key)
             if group is not None:
-                status = self.gangs.status_of(key, self.cache.snapshot)
+                status = self.gangs.status_of(key, self.cache.snapshot, time.time())
                 self.scheduler.spawn(self.group_status.update(group, status))
 
     async def _housekeeping(self) -> None:

@@ -11,11 +11,21 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.runner import ScheduleResult
 from batchsched.gang.core import Reservation
-from batchsched.gang.podgroup import PodGroupView, pod_group_of
+from batchsched.gang.podgroup import (
+    FAILED,
+    FINISHED,
+    PENDING,
+    RUNNING,
+    SCHEDULED,
+    SCHEDULING,
+    PodGroupView,
+    pod_group_of,
+)
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
 
@@ -56,6 +66,9 @@ class GangTracker:
         self.deleted: set[str] = set()  # groups deleted while members waited: to release
         self.dirty: set[str] = set()  # groups whose status should be written
         self.partial_since: dict[str, float] = {}  # bound below minMember since (monotonic)
+        self.phases: dict[str, str] = {}  # member uid -> its pod's phase
+        self.schedule_start: dict[str, float] = {}  # key -> wall time it was first scheduled
+        self.final: dict[str, str] = {}  # key -> Finished or Failed, which never change back
         self.default_timeout = default_timeout
         self._on_group_added = on_group_added
 
@@ -90,9 +103,13 @@ class GangTracker:
         key = pod_group_of(pod)
         if key is not None:
             self.members[key].add(pod.uid)
+            if self.phases.get(pod.uid) != pod.phase:
+                self.phases[pod.uid] = pod.phase
+                self.dirty.add(key)  # running/succeeded/failed counts move
 
     def forget_pod(self, pod: PodView) -> None:
         key = pod_group_of(pod)
+        self.phases.pop(pod.uid, None)
         if key is not None and key in self.members:
             self.members[key].discard(pod.uid)
             if not self.members[key]:
@@ -136,18 +153,53 @@ class GangTracker:
         gang = self.waiting.get(key)
         return gang is None or now - gang.since >= grace
 
-    def status_of(self, key: str, snapshot: Snapshot) -> dict[str, object]:
-        """PodGroup status: the phase and how many members are scheduled."""
+    def status_of(
+        self, key: str, snapshot: Snapshot, wall: float | None = None
+    ) -> dict[str, object]:
+        """PodGroup status as scheduler-plugins' API has it: the phase, how many members are
+        scheduled, running, succeeded and failed, and when scheduling started (`wall`: now,
+        seconds since the epoch, remembered the first time the gang is scheduled). Phases
+        move Pending -> Scheduling -> Scheduled -> Running, and end in Finished (minMember
+        members succeeded) or Failed (a member failed and the gang cannot make it up)."""
         group = self.groups[key]
         waiting = len(self.waiting[key].members) if key in self.waiting else 0
-        scheduled = self.counted(key, snapshot) - waiting
-        if scheduled >= group.min_member:
-            phase = "Scheduled"
-        elif waiting or scheduled:
-            phase = "Scheduling"
-        else:
-            phase = "Pending"
-        return {"phase": phase, "scheduled": scheduled}
+        phases = [self.phases.get(uid, "") for uid in self.members.get(key, ())]
+        running = phases.count("Running")
+        succeeded = phases.count("Succeeded")
+        failed = phases.count("Failed")
+        scheduled = self.counted(key, snapshot) - waiting + succeeded + failed
+        status: dict[str, object] = {
+            "phase": self._phase(
+                key, group.min_member, scheduled, waiting, (running, succeeded, failed)
+            ),
+            "scheduled": scheduled,
+            "running": running,
+            "succeeded": succeeded,
+            "failed": failed,
+        }
+        if scheduled and wall is not None:
+            self.schedule_start.setdefault(key, wall)
+        if key in self.schedule_start:
+            status["scheduleStartTime"] = _rfc3339(self.schedule_start[key])
+        return status
+
+    def _phase(
+        self, key: str, need: int, scheduled: int, waiting: int, counts: tuple[int, int, int]
+    ) -> str:
+        running, succeeded, failed = counts
+        if key in self.final:
+            return self.final[key]
+        if succeeded >= need:
+            self.final[key] = FINISHED
+        elif failed and failed + running + succeeded >= need:
+            self.final[key] = FAILED
+        if key in self.final:
+            return self.final[key]
+        if running + succeeded >= need:
+            return RUNNING
+        if scheduled >= need:
+            return SCHEDULED
+        return SCHEDULING if waiting or scheduled else PENDING
 
     def partial_gangs(self, snapshot: Snapshot, now: float) -> list[str]:
         """Gangs bound below minMember (some bindings failed and the rest could not follow)
@@ -175,3 +227,7 @@ class GangTracker:
                 released.extend(gang.members)
                 self.dirty.add(key)
         return released
+
+
+def _rfc3339(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
