@@ -7,7 +7,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from batchsched.bench import core, e2e, e2e_gang, gang_core, parse, queues_kueue, trace
+from batchsched.bench import (
+    core,
+    e2e,
+    e2e_gang,
+    e2e_preemption,
+    gang_core,
+    parse,
+    queues_kueue,
+    trace,
+)
 
 
 def main() -> int:
@@ -18,6 +27,7 @@ def main() -> int:
     parse.add_parser(commands)
     e2e.add_parser(commands)
     e2e_gang.add_parser(commands)
+    e2e_preemption.add_parser(commands)
     trace.add_parser(commands)
     queues_kueue.add_parser(commands)
     args = parser.parse_args()

@@ -9,13 +9,16 @@ rotating start index, and the caller's runner is left untouched.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Final
 
 from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.interfaces import PreFilterResult
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
-from batchsched.framework.status import Code, is_ok
+from batchsched.framework.status import Code, Status, is_ok
 from batchsched.gang.core import GangDecision, GangRequest, schedule_gang
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
@@ -45,14 +48,46 @@ def evicted(snapshot: Snapshot, units: Sequence[Unit]) -> AbstractContextManager
     return evicted_pods(snapshot, (pod for unit in units for pod in unit.pods))
 
 
-def fits_on_node(profile: Profile, pod: PodView, snapshot: Snapshot, node_name: str) -> bool:
+# PreFilter plugins whose answer comes from the scheduler's own state, not from the pods in
+# the snapshot: a preemptor's dry runs ask them once, before any trial. BackfillReservations
+# answers from the backfill plan, which may be rebuilt when asked: rebuilt inside a trial, it
+# would be built (and kept for its refresh interval) on a snapshot without the victims; and
+# one plan's ~10 dry runs asked it ~10 times (PreemptionBasic profile, docs/benchmarks.md).
+ASKED_ONCE: Final = frozenset({"BackfillReservations"})
+
+
+@dataclass(frozen=True, slots=True)
+class PodDryRun:
+    """One preemptor pod's dry runs: the profile, and what the once-asked PreFilters said
+    (their state is in `base`, which every dry run starts from)."""
+
+    profile: Profile
+    pod: PodView
+    base: CycleState
+    answers: Mapping[str, tuple[PreFilterResult | None, Status]]
+
+
+def prepare_dry_run(profile: Profile, pod: PodView, snapshot: Snapshot) -> PodDryRun:
+    """Ask the ASKED_ONCE PreFilters now, on the snapshot as it is (call outside a trial)."""
+    base = CycleState()
+    answers = {
+        plugin.name: plugin.pre_filter(base, pod, snapshot)
+        for plugin in profile.pre_filter
+        if plugin.name in ASKED_ONCE
+    }
+    return PodDryRun(profile, pod, base, answers)
+
+
+def fits_on_node(dry: PodDryRun, snapshot: Snapshot, node_name: str) -> bool:
     """PreFilter, then every Filter on one node: kube-scheduler's dry run for preemption."""
     info = snapshot.get(node_name)
     if info is None:
         return False
-    state = CycleState()
-    for plugin in profile.pre_filter:
-        result, status = plugin.pre_filter(state, pod, snapshot)
+    pod = dry.pod
+    state = dry.base.clone()
+    for plugin in dry.profile.pre_filter:
+        answer = dry.answers.get(plugin.name)
+        result, status = answer if answer is not None else plugin.pre_filter(state, pod, snapshot)
         if status.code is Code.SKIP:
             state.skip_filter.add(plugin.name)
             continue
@@ -60,17 +95,17 @@ def fits_on_node(profile: Profile, pod: PodView, snapshot: Snapshot, node_name: 
             return False
         if result is not None and node_name not in result.node_names:
             return False
-    for check in profile.filter:
+    for check in dry.profile.filter:
         if check.name not in state.skip_filter and not is_ok(check.filter(state, pod, info)):
             return False
     return True
 
 
 def unit_fits_on_node(
-    profile: Profile, pod: PodView, snapshot: Snapshot, node_name: str, units: Sequence[Unit]
+    dry: PodDryRun, snapshot: Snapshot, node_name: str, units: Sequence[Unit]
 ) -> bool:
     with evicted(snapshot, units):
-        return fits_on_node(profile, pod, snapshot, node_name)
+        return fits_on_node(dry, snapshot, node_name)
 
 
 def place_gang(

@@ -33,10 +33,12 @@ from batchsched.preemption.cost import (
     shortfall,
 )
 from batchsched.preemption.fit import (
+    PodDryRun,
     dry_run_profile,
     evicted,
     evicted_pods,
     place_gang,
+    prepare_dry_run,
     unit_fits_on_node,
     why_not,
 )
@@ -84,6 +86,7 @@ def _plan_pod(
     request: PreemptionRequest, candidates: Candidates, snapshot: Snapshot, profile: Profile
 ) -> PreemptionPlan | NoPlan:
     pod = request.preemptor[0]
+    dry = prepare_dry_run(profile, pod, snapshot)
     need = demand([pod])
     bounds: list[tuple[Cost, int, str, dict[str, int]]] = []
     for index, node in enumerate(candidates.nodes):
@@ -100,7 +103,7 @@ def _plan_pod(
         if best is not None and best[0].cost <= bound:
             break  # no node left can beat it
         units = candidates.units_on(node)
-        found = _best_on_node(request, units, snapshot, profile, node, short)
+        found = _best_on_node(request, units, snapshot, dry, node, short)
         if found is not None and (best is None or found.cost < best[0].cost):
             best = (found, node)
     if best is None:
@@ -117,14 +120,12 @@ def _best_on_node(
     request: PreemptionRequest,
     units: Sequence[Unit],
     snapshot: Snapshot,
-    profile: Profile,
+    dry: PodDryRun,
     node: str,
     short: Mapping[str, int],
 ) -> Found | None:
-    pod = request.preemptor[0]
-
     def fits(chosen: Sequence[Unit]) -> bool:
-        return unit_fits_on_node(profile, pod, snapshot, node, chosen)
+        return unit_fits_on_node(dry, snapshot, node, chosen)
 
     if not short and fits(()):
         return Found((), ())

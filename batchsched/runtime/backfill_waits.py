@@ -135,8 +135,17 @@ class BackfillWaits:
             self.s.backfill.started(key, starting)
 
     def blocked(self, key: str, pods: Sequence[PodView]) -> None:
-        if self.s.backfill is not None and pods:
-            self.s.backfill.block(key, pods, self.runtime_of(pods[0]))
+        backfill = self.s.backfill
+        if backfill is None or not pods:
+            return
+        if self.preempting(key):
+            backfill.unblock(key)  # its capacity is held while the victims go: no reservation
+            return
+        backfill.block(key, pods, self.runtime_of(pods[0]))
+
+    def preempting(self, key: str) -> bool:
+        preempting = self.s.preempting
+        return preempting is not None and key in preempting.flights
 
     def runtime_of(self, pod: PodView) -> float | None:
         """The expected runtime: the PodGroup's annotation, the pod's, activeDeadlineSeconds."""

@@ -66,6 +66,7 @@ class LiveBackfill:
         # Reserved gang -> its place in line: (-priority, blocked since, key). A reservation
         # holds back only gangs behind it in that order, never one ahead of it.
         self._rank: dict[str, tuple[int, float, str]] = {}
+        self._added: list[str] = []  # blocked since the plan was built, not planned yet
 
     def set_limits(self, reservations: int, starvation_s: float) -> None:
         self.limit, self.starvation_s = reservations, starvation_s
@@ -77,13 +78,19 @@ class LiveBackfill:
         since = known.since if known is not None else self.clock.now()
         priority = max(p.priority for p in pods)
         self._blocked[key] = _Blocked(key, tuple(pods), priority, since, runtime)
-        if known is None or known.pods != tuple(pods):
-            self._planner = None
+        if known is not None and known.pods != tuple(pods):
+            self._planner = None  # the gang changed: plan it again from the start
+        elif known is None and self._planner is not None:
+            self._added.append(key)  # planned on top at the next question, not from scratch
 
     def unblock(self, key: str) -> None:
-        """Placed, deleted, or refused by quota: it no longer waits for capacity."""
-        if self._blocked.pop(key, None) is not None:
-            self._planner = None
+        """Placed, deleted, or refused by quota: it no longer waits for capacity. Its
+        reservation is taken out of the plan; the plan is rebuilt in full every refresh_s."""
+        if self._blocked.pop(key, None) is None:
+            return
+        if self._planner is not None:
+            self._planner.release(key)
+        self._rank.pop(key, None)
 
     def conflict(
         self,
@@ -172,6 +179,7 @@ class LiveBackfill:
             self._planner = None
             return None
         if self._planner is not None and now - self._planned_at < self.refresh_s:
+            self._plan_added(self._planner, eligible, now)
             return self._planner
         allocatable = {
             i.name: vector(i.node.allocatable, i.node.allocatable.pods) for i in snapshot.nodes
@@ -185,21 +193,42 @@ class LiveBackfill:
         planner = Planner(allocatable, running, now)
         self._rank = {}
         for blocked, protected in self._chosen(now):
-            demand = GangDemand(
-                blocked.key,
-                tuple(vector(p.requests) for p in blocked.pods),
-                eligible(blocked.pods[0]),
-                blocked.runtime,
-                protected,
-            )
-            planner.reserve(demand)
-            self._rank[blocked.key] = (-blocked.priority, blocked.since, blocked.key)
+            self._reserve(planner, blocked, eligible, protected)
         self._planner, self._planned_at = planner, now
+        self._added = []
         logger.debug(
             "backfill plan reservations=%s",
             ",".join(f"{r.key}@{r.start - now:.0f}s" for r in planner.reservations),
         )
         return planner
+
+    def _plan_added(self, planner: Planner, eligible: Eligible, now: float) -> None:
+        """Gangs blocked since the plan was built go on top of it, in the order they came:
+        protected while fewer than K are (or when starving), else for an estimate only. The
+        next full rebuild puts everyone back in priority order."""
+        added, self._added = self._added, []
+        for key in added:
+            blocked = self._blocked.get(key)
+            if blocked is None or key in self._rank:
+                continue
+            held = sum(1 for r in planner.reservations if r.protected)
+            protected = held < self.limit or now - blocked.since >= self.starvation_s
+            if not protected and len(planner.reservations) - held >= ESTIMATE_LIMIT:
+                continue
+            self._reserve(planner, blocked, eligible, protected)
+
+    def _reserve(
+        self, planner: Planner, blocked: _Blocked, eligible: Eligible, protected: bool
+    ) -> None:
+        demand = GangDemand(
+            blocked.key,
+            tuple(vector(p.requests) for p in blocked.pods),
+            eligible(blocked.pods[0]),
+            blocked.runtime,
+            protected,
+        )
+        planner.reserve(demand)
+        self._rank[blocked.key] = (-blocked.priority, blocked.since, blocked.key)
 
     def _chosen(self, now: float) -> list[tuple[_Blocked, bool]]:
         """Protected: the first K blocked gangs by priority then wait, and every starving one.

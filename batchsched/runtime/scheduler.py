@@ -165,6 +165,8 @@ class Scheduler:
         if self.preempting is None:
             return message
         preemption = self.preempting.post_filter(key, pods, group, runner)
+        if self.backfill is not None and self.waits.preempting(key):
+            self.backfill.unblock(key)  # its capacity is held while the victims go
         return f"{message}; {preemption}" if preemption else message
 
     def preemptor_placed(self, key: str) -> None:

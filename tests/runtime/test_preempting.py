@@ -41,6 +41,7 @@ from batchsched.runtime.preempting import (
 )
 from batchsched.runtime.preemption_inputs import started_at
 from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.reservations import LiveBackfill
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.tenants import TenantLayer
 from batchsched.snapshot import Snapshot
@@ -642,3 +643,20 @@ async def test_a_preempting_gangs_progress_is_annotated_on_its_podgroup_and_remo
         (path, {"annotations": {PREEMPTION_ANNOTATION: "preempting ..., 1 of 2 terminated"}}),
         (path, {"annotations": {PREEMPTION_ANNOTATION: None}}),
     ]
+
+
+async def test_a_preemptor_holds_no_backfill_reservation_while_its_victims_go() -> None:
+    # Its capacity is held on the nominated node already; a reservation on top would only
+    # cost plan rebuilds (one per preemptor in a preemption storm) and hold twice.
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    backfill = LiveBackfill(w.clock)
+    w.scheduler.backfill = backfill
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    assert w.evictions.evicted == ["default/v1", "default/v2"]
+    assert backfill.blocked_keys() == []
+    w.retry()  # its next failed cycle, victims still terminating
+    await w.scheduler.drain()
+    assert backfill.blocked_keys() == []

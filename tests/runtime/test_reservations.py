@@ -219,14 +219,19 @@ def test_the_plan_is_kept_until_refresh_s_then_rebuilt_from_the_snapshot() -> No
     assert cluster.estimates(backfill) == {"big": START + 1200}
 
 
-def test_a_changed_blocked_set_rebuilds_the_plan_at_once() -> None:
+def test_a_newly_blocked_gang_goes_on_top_of_the_plan_and_the_refresh_redoes_it() -> None:
+    # Blocking and unblocking must not rebuild the plan each time (a preemption storm blocks
+    # and unblocks hundreds of pods): the newcomer is planned on the current plan at once,
+    # and the refresh after refresh_s picks up what changed meanwhile.
     cluster = Cluster()
     backfill = cluster.backfill()
     backfill.block("big", gang("big", 2, 8), 1800.0)
     assert cluster.estimates(backfill) == {"big": START + HOUR}
-    cluster.ends["long"] = START + 1200
+    cluster.ends["long"] = START + 1200  # known only to a rebuilt plan
     backfill.block("small", gang("small", 1, 1), 60.0)
-    assert cluster.estimates(backfill) == {"big": START + 1200, "small": START}
+    assert cluster.estimates(backfill) == {"big": START + HOUR, "small": START}
+    cluster.clock.advance(5.0)
+    assert cluster.estimates(backfill) == {"big": START + 5 + 1195, "small": START + 5}
 
 
 def test_new_limits_take_effect_at_the_next_plan() -> None:
