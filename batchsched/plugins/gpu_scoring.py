@@ -7,8 +7,8 @@ A node's raw score for a pod (higher is better) is, from most to least significa
    looks one typical pod ahead; a node whose cpu is eaten by cpu-only pods strands its GPUs
    for good, which FGD alone does not see until it happens);
 3. a tie-break: for GPU pods, how full the node's GPUs are afterwards (pack); for pods without
-   GPUs, how much cpu the node has beyond what its free GPUs will need (spare GPU nodes),
-   and on GPU nodes minus the configured penalty.
+   GPUs, how little cpu the node has left beyond what its free GPUs will need (best fit, so
+   large cpu spaces stay whole for GPU pods), and on GPU nodes minus the configured penalty.
 
 Caching: every change to a node gives it a fresh `generation`, so a raw score computed for
 (pod demand, node generation) stays valid until that node changes. One placement changes one
@@ -26,7 +26,7 @@ from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel, FragReport
 from gpu.ledger import GpuLedger, Grants
 from gpu.placement import GpuChoice, best_gpu_set
-from gpu.topology import MILLI_PER_GPU, LinkLevel
+from gpu.topology import MILLI_PER_GPU, LinkLevel, NodeTopology
 
 # (whole GPUs, share milli, milli cpu, memory bytes): what a score depends on.
 Demand: TypeAlias = tuple[int, int, int, int]
@@ -34,8 +34,10 @@ Demand: TypeAlias = tuple[int, int, int, int]
 _QUALITY_UNIT: Final = 10**13
 _MICRO_UNIT: Final = 1000  # room below the fragmentation term for the packing tie-break
 _PACKING_MAX: Final = 999
+_SURPLUS_MAX: Final = 999  # FragmentationModel.surplus's top
 _MAX_DEMANDS: Final = 512
 _MAX_TABLE: Final = 50_000
+_MAX_STATES: Final = 200_000
 # One GPU (or a share of one) is as connected as a set gets: SELF on one NUMA node.
 _SINGLE_GPU: Final = GpuChoice((0,), LinkLevel.SELF, 1, 0, 0).quality
 
@@ -53,6 +55,10 @@ class GpuScorer:
         self._tables: OrderedDict[Demand, dict[int, int]] = OrderedDict()
         # node name -> (generation, sorted free milli, F before)
         self._nodes: dict[str, tuple[int, tuple[int, ...], float]] = {}
+        # (demand, topology id, free milli per GPU, cpu left, memory left) -> (topology, raw):
+        # nodes in the same state (a fresh demand meets hundreds of empty nodes of one kind)
+        # share one evaluation. The topology is kept to rule out a reused id.
+        self._states: dict[tuple[object, ...], tuple[NodeTopology, int]] = {}
 
     def table(self, demand: Demand) -> dict[int, int]:
         """The raw scores already known for `demand`, by node generation."""
@@ -69,13 +75,29 @@ class GpuScorer:
         return found
 
     def raw(self, demand: Demand, info: NodeInfo) -> int:
+        """The raw score; a function of the demand and the node's GPU topology, free milli per
+        GPU, cpu left and memory left, and of nothing else."""
         ledger = info.gpu
         if ledger is None:
             return 0
-        count, milli, cpu, memory = demand
-        _, free, before = self._node(info, ledger)
         cpu_left = info.alloc_milli_cpu - info.req_milli_cpu
         memory_left = info.alloc_memory - info.req_memory
+        topology = ledger.topology
+        key = (demand, id(topology), tuple(ledger.free), cpu_left, memory_left)
+        known = self._states.get(key)
+        if known is not None and known[0] is topology:
+            return known[1]
+        if len(self._states) >= _MAX_STATES:
+            self._states.clear()
+        value = self._raw(demand, info, ledger, cpu_left, memory_left)
+        self._states[key] = (topology, value)
+        return value
+
+    def _raw(
+        self, demand: Demand, info: NodeInfo, ledger: GpuLedger, cpu_left: int, memory_left: int
+    ) -> int:
+        count, milli, cpu, memory = demand
+        _, free, before = self._node(info, ledger)
         outcome = self._outcome(ledger, free, count, milli, cpu_left - cpu, memory_left - memory)
         if outcome is None:
             return 0  # Filter let it through without room: the filter is disabled
@@ -90,7 +112,11 @@ class GpuScorer:
         score = quality * _QUALITY_UNIT - _micro(delta)
         if taking:
             return score + _packing(ledger, taking)
-        return score + frag.surplus(cpu_left - cpu, memory_left - memory, idle) - self._penalty
+        # Best fit on cpu: the node with the least cpu to spare beyond what its free GPUs will
+        # need. Spreading such pods (most to spare first) nibbles at every node's cpu until
+        # GPU pods no longer fit (docs/benchmarks.md: the cpu-heavy trace variants).
+        spare = frag.surplus(cpu_left - cpu, memory_left - memory, idle)
+        return score + _SURPLUS_MAX - spare - self._penalty
 
     def _outcome(
         self,

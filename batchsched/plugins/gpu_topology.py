@@ -15,7 +15,7 @@ on the node where GPU fragmentation grows least; pods without GPUs keep off GPU 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar, Final
 
 from pydantic import Field, field_validator
@@ -206,6 +206,19 @@ class GpuTopology:
         # The runner forgets the pod right after Unreserve, which gives back its GPUs (and a
         # trial's undo log restores any earlier assignment): nothing to release twice here.
         snapshot.forget_gpu_hint(pod.uid)
+
+
+def nodes_with_room(nodes: Iterable[NodeInfo], request: GpuRequest) -> list[NodeInfo]:
+    """The nodes with enough free GPUs of an allowed model for `request`: Filter's checks but
+    connectivity, which needs the GPU set (the simulator's SimCandidates narrows by them)."""
+    count, milli, models = request.count, request.milli, request.models
+    return [
+        info
+        for info in nodes
+        if (ledger := info.gpu) is not None
+        and (ledger.whole_free >= count if count else ledger.max_free >= milli)
+        and (models is None or ledger.model in models)
+    ]
 
 
 def _request_of(state: CycleState, pod: PodView) -> GpuRequest:

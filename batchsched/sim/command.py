@@ -206,9 +206,14 @@ def render_summary(outcome: Outcome, description: str, wall_s: float) -> str:
     lines.append(
         f"speed: {outcome.pods} pods in {wall_s:.2f} s wall ({rate:,.0f} pods/s), "
         f"{outcome.sim_s:.2f} s of it simulating ({outcome.pods / max(outcome.sim_s, 1e-9):,.0f} "
-        f"pods/s, {s['scheduling_cycles']} scheduling cycles)"
+        f"pods/s, {s['scheduling_cycles']} scheduling cycles{_known_unfit(s)})"
     )
     return "\n".join(lines)
+
+
+def _known_unfit(summary: dict[str, object]) -> str:
+    known = summary["pods_known_unfit"]
+    return f", {known} copies of pods that found no node settled without one" if known else ""
 
 
 def _method_text(outcome: Outcome) -> str:

@@ -9,20 +9,35 @@ departure frees a node it might fit on (kube-scheduler's queueing hint for NodeR
 the simulator has no periodic flush of that pool, since nothing but departures changes the
 cluster. A bound pod leaves `runtime` seconds later. Permit's "wait" counts as allowed: the
 simulator binds at once (gang permits come with the gang plugins).
+
+Known-unfit pods: between two departures the cluster only fills up, so a pod equal to one that
+found no node (same spec but for name, uid and creation time) finds none either, and its cycle
+would change nothing (a cycle that rejects every node leaves the runner's start index and random
+generator as they were). Such a pod is marked unschedulable without a cycle. This holds only for
+pods whose fit cannot grow as pods are added (no pod affinity, no spread constraints, no
+PodGroup), for a profile without PostFilter plugins, and when nobody asks for the failure
+message (whose node counts could differ); a departure forgets every such pod shape. In such a
+run, when the profile also scores every node, a last PreFilter (`SimCandidates`) leaves out the
+nodes without room for the pod, which changes no decision either. Both are checked against
+full cycles in tests/sim/test_engine.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Final, Protocol
 
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner, ScheduleResult
 from batchsched.framework.status import is_ok
+from batchsched.gang.podgroup import LEGACY_POD_GROUP_LABEL, POD_GROUP_LABEL
+from batchsched.model.pod import PodView
 from batchsched.model.resources import NVIDIA_GPU
+from batchsched.sim.candidates import SimCandidates
 from batchsched.sim.workload import SimPod
 from batchsched.snapshot import NodeInfo, Snapshot
 
@@ -54,13 +69,19 @@ class Simulator:
     ) -> None:
         self.snapshot = snapshot
         self.profile = profile
-        self.runner = ProfileRunner(profile, seed)
+        # Decisions alone matter to this run: no failure message is kept, no PostFilter runs.
+        decisions_only = not record_reasons and not profile.post_filter
+        self._unfit: set[Hashable] | None = set() if decisions_only else None
+        scores_all = profile.percentage_of_nodes_to_score == 100
+        cycle_profile = with_candidates(profile) if decisions_only and scores_all else profile
+        self.runner = ProfileRunner(cycle_profile, seed)
         self.observer = observer
         self.progress = progress
         # Aggregating kube-scheduler's failure message costs a pass over every node's status:
         # runs that only measure (the paper's method) can skip it.
         self.record_reasons = record_reasons
         self.attempts = 0  # scheduling cycles run
+        self.known_unfit = 0  # pods settled as unschedulable without a cycle (see above)
         self.last_failure: dict[str, str] = {}  # uid -> why it is still waiting
         self.ignored: list[SimPod] = []  # another scheduler's pods, or gated by PreEnqueue
         self._events: list[tuple[float, int, int, SimPod]] = []
@@ -121,6 +142,8 @@ class Simulator:
         info = self.snapshot.node_of(pod.pod.uid)
         assert info is not None, f"{pod.pod.key} departs but is counted nowhere"
         self.snapshot.forget(pod.pod)
+        if self._unfit:
+            self._unfit.clear()  # capacity grew: any shape may fit again
         self.observer.departed(pod, info, now)
         return info
 
@@ -135,9 +158,17 @@ class Simulator:
             return
         queue = sorted(self._active, key=self._order) if len(self._active) > 1 else self._active
         self._active = []
+        unfit = self._unfit
         for queued in queue:
+            key = unfit_key(queued.pod) if unfit is not None else None
+            if key is not None and unfit is not None and key in unfit:
+                self.known_unfit += 1
+                self._park(queued, now)
+                continue
             result = self.runner.schedule_one(queued.pod, self.snapshot)
             self.attempts += 1
+            if key is not None and unfit is not None and result.failure is not None:
+                unfit.add(key)  # no node passed its filters: nothing else failed
             self._settle(queued, result, now)
 
     def _settle(self, queued: QueuedPod, result: ScheduleResult, now: float) -> None:
@@ -154,8 +185,11 @@ class Simulator:
             return
         if self.record_reasons:
             self.last_failure[uid] = result.message()
+        self._park(queued, now)
+
+    def _park(self, queued: QueuedPod, now: float) -> None:
         # As kube-scheduler does, a pod back from an attempt queues behind those already there.
-        self._unschedulable[uid] = QueuedPod(queued.pod, now, queued.attempts + 1)
+        self._unschedulable[queued.pod.uid] = QueuedPod(queued.pod, now, queued.attempts + 1)
 
     def _requeue(self, freed: list[NodeInfo], now: float) -> None:
         for uid, queued in list(self._unschedulable.items()):
@@ -181,3 +215,49 @@ def might_fit(pod: SimPod, info: NodeInfo) -> bool:
         if info.alloc_scalar.get(name, 0) - info.req_scalar.get(name, 0) < amount:
             return False
     return not pod.share_milli or info.alloc_scalar.get(NVIDIA_GPU, 0) > 0
+
+
+def with_candidates(profile: Profile) -> Profile:
+    """The profile with SimCandidates as its last PreFilter: for runs that keep no failure
+    reasons and score every node, where it changes no decision (see its module)."""
+    candidates = SimCandidates.for_filters({plugin.name for plugin in profile.filter})
+    if candidates is None:
+        return profile
+    return dataclasses.replace(profile, pre_filter=(*profile.pre_filter, candidates))
+
+
+def unfit_key(pod: PodView) -> Hashable | None:
+    """Everything that decides where a pod fits, i.e. all of it but its name, uid and creation
+    time; None for a pod whose fit can grow as other pods are placed (pod affinity, topology
+    spread, a gang member waiting for its quorum), or whose spec does not hash."""
+    if pod.pod_affinity is not None or pod.spread_constraints:
+        return None
+    if POD_GROUP_LABEL in pod.labels or LEGACY_POD_GROUP_LABEL in pod.labels:
+        return None
+    req = pod.requests
+    key = (
+        pod.namespace,
+        tuple(sorted(pod.labels.items())),
+        tuple(sorted(pod.annotations.items())),
+        pod.scheduler_name,
+        pod.node_name,
+        pod.priority,
+        pod.priority_class_name,
+        pod.preemption_policy,
+        pod.phase,
+        pod.deleting,
+        (req.milli_cpu, req.memory, req.ephemeral_storage, req.pods),
+        tuple(sorted(req.scalar.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.node_affinity,
+        pod.pod_anti_affinity,
+        pod.tolerations,
+        pod.host_ports,
+        pod.images,
+        pod.scheduling_gates,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key

@@ -110,6 +110,7 @@ class Outcome:
             "pods_waiting": sim.waiting,
             "pods_ignored": len(sim.ignored),
             "scheduling_cycles": sim.attempts,
+            "pods_known_unfit": sim.known_unfit,
             "arrived_gpu_pct": _pct(rec.arrived_gpu_milli, rec.gpu_total_milli),
             "gpu_alloc_pct_end": _pct(rec.gpu_alloc_milli, rec.gpu_total_milli),
             "gpu_alloc_pct_at_100": at_100["gpu_alloc_pct"] if at_100 else None,

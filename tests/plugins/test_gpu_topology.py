@@ -200,6 +200,31 @@ def test_pods_without_gpus_use_gpu_nodes_when_nothing_else_fits() -> None:
     assert schedule(snap, make_pod("big").cpu("16").memory("1Gi"))[0] == "gpu"
 
 
+def test_a_pod_without_gpus_takes_the_gpu_node_with_the_least_cpu_to_spare() -> None:
+    # Both nodes' GPUs are taken, so neither placement strands a GPU: best fit on cpu keeps
+    # the larger cpu space whole.
+    snap = snapshot_of(
+        [gpu_node("roomy"), gpu_node("tight")],
+        [
+            make_pod("a").cpu("40").gpus(8).node("roomy"),
+            make_pod("b").cpu("80").gpus(8).node("tight"),
+        ],
+    )
+    assert schedule(snap, make_pod("web").cpu("2").memory("1Gi"))[0] == "tight"
+
+
+def test_a_pod_without_gpus_keeps_off_the_cpu_that_free_gpus_need() -> None:
+    # "tight" has 16 cores left next to 8 free GPUs; taking them would strand those GPUs.
+    snap = snapshot_of(
+        [gpu_node("roomy"), gpu_node("tight")],
+        [
+            make_pod("a").cpu("40").gpus(8).node("roomy"),
+            make_pod("b").cpu("80").node("tight"),
+        ],
+    )
+    assert schedule(snap, make_pod("web").cpu("8").memory("1Gi"))[0] == "roomy"
+
+
 def test_the_failure_message_aggregates_gpu_reasons() -> None:
     snap = snapshot_of(
         [gpu_node("g2", count=1), gpu_node("v100", "V100M16", count=1), make_node("cpu")],

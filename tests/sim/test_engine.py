@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from batchsched.config import default_config
 from batchsched.framework.profile import Profile
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
-from batchsched.sim.engine import Simulator
+from batchsched.sim.engine import Simulator, unfit_key
 from batchsched.sim.workload import SimPod, sim_pod
 from batchsched.snapshot import NodeInfo, Snapshot
-from tests.builders import make_node, make_pod
+from tests.builders import PodBuilder, make_node, make_pod
 
 
 @dataclass
@@ -127,3 +130,150 @@ def test_pods_the_profile_must_not_schedule_are_ignored(pod: PodView) -> None:
     sim, log = run(one_gpu_node(), [sim_pod(pod, 0, None)])
     assert log.of("placed") == [] and sim.attempts == 0
     assert [p.pod.name for p in sim.ignored] == [pod.name]
+
+
+def paper_profile() -> Profile:
+    return dataclasses.replace(profile(), percentage_of_nodes_to_score=100)
+
+
+def test_a_copy_of_a_pod_that_found_no_node_is_settled_without_a_cycle() -> None:
+    pods = [sim_pod(make_pod(f"big-{i}").cpu("1").gpus(2).view(), i, None) for i in range(3)]
+    sim = Simulator(Snapshot(one_gpu_node()), paper_profile(), Log(), record_reasons=False)
+    sim.run(pods)
+    assert (sim.attempts, sim.known_unfit, sim.waiting) == (1, 2, 3)
+
+
+def test_a_departure_lets_a_known_unfit_shape_try_again() -> None:
+    pods = [
+        gpu_pod("holder", 0, runtime=10),
+        gpu_pod("a-first", 1, runtime=None),
+        gpu_pod("b-copy", 2, runtime=None),  # known unfit: settled without a cycle
+    ]
+    log = Log()
+    sim = Simulator(Snapshot(one_gpu_node()), paper_profile(), log, record_reasons=False)
+    sim.run(pods)
+    # The departure at 10 requeues both: a-first takes the GPU; b-copy, its shape forgotten,
+    # gets a full cycle again and fails.
+    assert log.of("placed") == [(0, "holder", "n1"), (10, "a-first", "n1")]
+    assert sim.known_unfit == 1 and sim.attempts == 4
+
+
+def test_failure_reasons_asked_for_turn_the_shortcut_off() -> None:
+    pods = [sim_pod(make_pod(f"big-{i}").cpu("1").gpus(2).view(), i, None) for i in range(3)]
+    sim = Simulator(Snapshot(one_gpu_node()), paper_profile(), Log(), record_reasons=True)
+    sim.run(pods)
+    assert (sim.attempts, sim.known_unfit) == (3, 0)
+    assert len(sim.last_failure) == 3
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (make_pod("a").cpu("1").gpus(1), make_pod("b").cpu("1").gpus(1), True),
+        (make_pod("a").cpu("1").gpus(1), make_pod("b").cpu("2").gpus(1), False),
+        (
+            make_pod("a").annotation("batchsched.io/gpu-milli", "300"),
+            make_pod("b").annotation("batchsched.io/gpu-milli", "400"),
+            False,
+        ),
+        (make_pod("a").cpu("1"), make_pod("b").cpu("1").label("app", "x"), False),
+        (
+            make_pod("a").cpu("1"),
+            make_pod("b").cpu("1").toleration("gpu", operator="Exists"),
+            False,
+        ),
+    ],
+    ids=[
+        "pods that differ only by name are one shape",
+        "a different cpu request is another shape",
+        "a different GPU share is another shape",
+        "labels are part of the shape (other pods' anti-affinity reads them)",
+        "tolerations are part of the shape",
+    ],
+)
+def test_unfit_key_tells_shapes_apart(a: PodBuilder, b: PodBuilder, same: bool) -> None:
+    assert (unfit_key(a.view()) == unfit_key(b.view())) is same
+
+
+_SPREAD = {
+    "maxSkew": 1,
+    "topologyKey": "kubernetes.io/hostname",
+    "whenUnsatisfiable": "DoNotSchedule",
+    "labelSelector": {"matchLabels": {"app": "x"}},
+}
+_AFFINITY = {
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+        ]
+    }
+}
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        make_pod("s").set("spec.topologySpreadConstraints", [_SPREAD]),
+        make_pod("a").set("spec.affinity", _AFFINITY),
+        make_pod("g").label("scheduling.x-k8s.io/pod-group", "train"),
+        make_pod("g").label("pod-group.scheduling.sigs.k8s.io", "train"),
+    ],
+    ids=[
+        "a spread constraint can be met once other pods are placed",
+        "required pod affinity can be met once its peer is placed",
+        "a gang member may wait for its quorum",
+        "so may one with the older PodGroup label",
+    ],
+)
+def test_pods_whose_fit_can_grow_as_pods_are_placed_have_no_unfit_key(pod: PodBuilder) -> None:
+    assert unfit_key(pod.view()) is None
+
+
+# (whole GPUs, share milli, cpu cores, allowed model or "") per pod; the nodes are fixed.
+_POD = st.tuples(
+    st.integers(0, 3),
+    st.sampled_from([0, 0, 250, 500, 700]),
+    st.integers(0, 40),
+    st.sampled_from(["", "", "G2", "T4"]),
+)
+
+
+def _paper_pod(i: int, shape: tuple[int, int, int, str]) -> SimPod:
+    gpus, milli, cpu, model = shape
+    pod = make_pod(f"p{i}").cpu(str(cpu)).memory("1Gi")
+    if gpus:
+        pod.gpus(gpus)
+    elif milli:
+        pod.annotation("batchsched.io/gpu-milli", str(milli))
+    if model and (gpus or milli):
+        pod.annotation("batchsched.io/gpu-models", model)
+    return sim_pod(pod.view(), float(i), None)
+
+
+def _placements(record_reasons: bool, pods: list[SimPod]) -> list[tuple[str, str, object]]:
+    nodes = [
+        make_node(f"n{i}")
+        .cpu(cpu)
+        .memory("256Gi")
+        .gpus(count)
+        .label("nvidia.com/gpu.product", product)
+        .view()
+        for i, (product, count, cpu) in enumerate(
+            [("G2", 8, "96"), ("T4", 2, "104"), ("G2", 8, "48"), ("T4", 4, "32"), ("G2", 2, "16")]
+        )
+    ]
+    log, snap = Log(), Snapshot(nodes)
+    sim = Simulator(snap, paper_profile(), log, seed=7, record_reasons=record_reasons)
+    sim.run(pods)
+    return [(pod, node, snap.gpu_grants(f"uid-default-{pod}")) for _, pod, node in log.of("placed")]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_POD, min_size=1, max_size=60))
+def test_the_shortcuts_of_a_decisions_only_run_change_no_placement(
+    shapes: list[tuple[int, int, int, str]],
+) -> None:
+    # Known-unfit shapes and GpuTopology's narrowed candidates (record_reasons=False) against
+    # full cycles for every pod (record_reasons=True): the same nodes and the same GPUs.
+    pods = [_paper_pod(i, shape) for i, shape in enumerate(shapes)]
+    assert _placements(False, pods) == _placements(True, pods)
