@@ -74,6 +74,7 @@ class _Timed:
 
     qp: QueuedPod
     at: float
+    early: bool = False  # backing off after "no node fits", not an error: may leave early
 
 
 @dataclasses.dataclass(slots=True)
@@ -197,13 +198,26 @@ class SchedulingQueue:
             if head is not None and (best is None or self._before(head, best[1])):
                 best = (tenant, head)
         if best is None:
-            return None
+            return self._pop_backoff_early()
         ranked = heapq.heappop(self._active_heaps[best[0]])
         uid = ranked.qp.pod.uid
         del self._active[uid]
         self._cycle += 1
         self._in_flight[uid] = _Flight(ranked.qp.pod)
         return dataclasses.replace(ranked.qp, attempts=ranked.qp.attempts + 1)
+
+    def _pop_backoff_early(self) -> QueuedPod | None:
+        """Nothing is active: a pod backing off after "no node fits" (moved back by a cluster
+        event) is tried now rather than when its backoff ends, as kube-scheduler does since
+        1.33 (KEP-5142); the time would be idle otherwise. Pods backing off after an error
+        wait their backoff out."""
+        early = [t for t in self._backoff.values() if t.early]
+        if not early:
+            return None
+        first = min(early, key=lambda t: t.at)
+        del self._backoff[first.qp.pod.uid]
+        self._push_active(first.qp)
+        return self.pop_ready()
 
     def _head(self, tenant: str) -> _Ranked | None:
         heap = self._active_heaps[tenant]
@@ -266,7 +280,7 @@ class SchedulingQueue:
             return
         now = self._clock.now()
         if self._move_request_cycle >= cycle or landed.changed:
-            self._push_backoff(landed.qp, now + self.backoff_duration(qp.attempts))
+            self._push_backoff(landed.qp, now + self.backoff_duration(qp.attempts), early=True)
         else:
             self._unschedulable[qp.pod.uid] = _Timed(landed.qp, now)
         self._ready.set()
@@ -345,7 +359,7 @@ class SchedulingQueue:
     def _move(self, qp: QueuedPod) -> None:
         expiry = qp.enqueued_at + self.backoff_duration(qp.attempts)
         if expiry > self._clock.now():
-            self._push_backoff(qp, expiry)
+            self._push_backoff(qp, expiry, early=True)
         else:
             self._push_active(qp)
 
@@ -357,8 +371,8 @@ class SchedulingQueue:
         tenant = self._tenant_of(qp.pod)
         heapq.heappush(self._active_heaps.setdefault(tenant, []), ranked)
 
-    def _push_backoff(self, qp: QueuedPod, expiry: float) -> None:
-        timed = _Timed(qp, expiry)
+    def _push_backoff(self, qp: QueuedPod, expiry: float, early: bool = False) -> None:
+        timed = _Timed(qp, expiry, early)
         self._backoff[qp.pod.uid] = timed
         heapq.heappush(self._backoff_heap, (expiry, self._next_seq(), timed))
 

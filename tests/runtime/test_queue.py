@@ -379,3 +379,32 @@ async def test_a_cancelled_pop_leaves_the_queue_usable() -> None:
         await waiter
     queue.add(make_pod("a").view())
     assert (await asyncio.wait_for(queue.pop(), timeout=5)).pod.name == "a"
+
+
+def test_with_nothing_active_a_pod_moved_back_by_an_event_leaves_its_backoff_early() -> None:
+    queue, clock = new_queue()
+    park(queue, "a")
+    clock.advance(0.5)
+    queue.move_all("AssignedPodDelete")
+    assert queue.counts() == {**EMPTY, "backoff": 1}
+    assert pop(queue).pod.name == "a"  # 0.5 s of backoff left, but the queue is idle
+
+
+def test_an_active_pod_goes_before_one_leaving_its_backoff_early() -> None:
+    queue, clock = new_queue()
+    park(queue, "a")
+    clock.advance(0.5)
+    queue.move_all("NodeAdd")
+    queue.add(make_pod("b").view())
+    assert drain(queue) == ["b", "a"]
+
+
+def test_a_pod_backing_off_after_an_error_waits_its_backoff_out() -> None:
+    queue, clock = new_queue()
+    queue.add(make_pod("a").view())
+    qp = pop(queue)
+    queue.requeue_backoff(qp)
+    queue.done(qp.pod.uid)
+    assert queue.pop_ready() is None
+    clock.advance(1.0)
+    assert pop(queue).pod.name == "a"
