@@ -25,6 +25,7 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.bench.e2e_cluster import (
+    EXIT_UNBOUND,
     BenchError,
     ControlPlane,
     control_plane_for,
@@ -37,6 +38,7 @@ from batchsched.bench.e2e_cluster import (
     install_crds,
     kube_version,
     new_run_dir,
+    run_bench,
 )
 from batchsched.bench.e2e_procs import (
     Batchsched,
@@ -47,11 +49,9 @@ from batchsched.bench.e2e_procs import (
 )
 from batchsched.bench.e2e_report import Machine, Measurement, machine_info, render, to_json
 from batchsched.bench.e2e_watch import BindWatch, percentile
-from batchsched.kube.client import ApiError, ApiUnavailable, KubeConfigError, api_client
+from batchsched.kube.client import api_client
 
 SCHEDULERS = ("batchsched", "kube-scheduler")
-EXIT_UNBOUND = 1
-EXIT_BENCH_ERROR = 2
 
 
 async def measure(
@@ -172,13 +172,7 @@ async def main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    code = EXIT_BENCH_ERROR
-    try:
-        code = asyncio.run(main(args))
-    except* (BenchError, ApiError, ApiUnavailable, KubeConfigError) as group:
-        for err in group.exceptions:
-            print(f"bench e2e: {err}", file=sys.stderr)
-    return code
+    return run_bench("e2e", lambda: main(args))
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

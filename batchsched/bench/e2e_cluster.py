@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -35,6 +36,28 @@ BENCH_LABEL: Final = "bench.batchsched.io/e2e"
 # Transient answers worth another try while creating objects as fast as the server takes them.
 _RETRY_STATUSES: Final = frozenset({429, 500, 503, 504})
 _CREATE_TRIES: Final = 5
+
+
+EXIT_UNBOUND: Final = 1  # the run finished, but not every pod was bound
+EXIT_BENCH_ERROR: Final = 2  # the bench itself could not run
+
+
+def run_bench(name: str, main: Callable[[], Awaitable[int]]) -> int:
+    """Run one end-to-end bench to its exit code; its expected failures (no control plane, an
+    API error, a bad kubeconfig) are printed as one line each, not as tracebacks."""
+    from batchsched.kube.client import KubeConfigError
+
+    code = EXIT_BENCH_ERROR
+    try:
+        code = asyncio.run(_call(main))
+    except* (BenchError, ApiError, ApiUnavailable, KubeConfigError) as group:
+        for err in group.exceptions:
+            print(f"bench {name}: {err}", file=sys.stderr)
+    return code
+
+
+async def _call(main: Callable[[], Awaitable[int]]) -> int:
+    return await main()
 
 
 class BenchError(RuntimeError):

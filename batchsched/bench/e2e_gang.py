@@ -32,6 +32,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from batchsched.bench.e2e_cluster import (
     BENCH_LABEL,
+    EXIT_UNBOUND,
     BenchError,
     ControlPlane,
     control_plane_for,
@@ -43,6 +44,7 @@ from batchsched.bench.e2e_cluster import (
     install_crds,
     kube_version,
     new_run_dir,
+    run_bench,
     run_bounded,
 )
 from batchsched.bench.e2e_procs import Batchsched, CpuMeter, KubeScheduler, SchedulerProcess
@@ -51,8 +53,6 @@ from batchsched.bench.e2e_watch import BindWatch, percentile
 from batchsched.gang.podgroup import POD_GROUP_LABEL
 from batchsched.kube.client import (
     ApiError,
-    ApiUnavailable,
-    KubeConfigError,
     api_client,
     open_stream,
     request_json,
@@ -61,8 +61,6 @@ from batchsched.kube.client import (
 SCHEDULERS: Final = ("batchsched", "coscheduling")
 GROUPS_API: Final = "/apis/scheduling.x-k8s.io/v1alpha1"
 GPU: Final = "nvidia.com/gpu"
-EXIT_UNBOUND: Final = 1
-EXIT_BENCH_ERROR: Final = 2
 
 
 class Coscheduling(KubeScheduler):
@@ -437,13 +435,7 @@ async def main(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.gangs is not None or args.size is not None:
         args.shapes = [Shape(args.gangs or 1000, args.size or 3)]
-    code = EXIT_BENCH_ERROR
-    try:
-        code = asyncio.run(main(args))
-    except* (BenchError, ApiError, ApiUnavailable, KubeConfigError) as group:
-        for err in group.exceptions:
-            print(f"bench gang-e2e: {err}", file=sys.stderr)
-    return code
+    return run_bench("gang-e2e", lambda: main(args))
 
 
 def parse_shapes(text: str) -> list[Shape]:

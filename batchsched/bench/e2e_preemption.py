@@ -37,6 +37,7 @@ from typing import Final
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.bench.e2e_cluster import (
+    EXIT_UNBOUND,
     BenchError,
     ControlPlane,
     control_plane_for,
@@ -49,6 +50,7 @@ from batchsched.bench.e2e_cluster import (
     install_crds,
     kube_version,
     new_run_dir,
+    run_bench,
     run_bounded,
 )
 from batchsched.bench.e2e_gang import api_writes
@@ -69,8 +71,6 @@ from batchsched.bench.e2e_report import Machine, machine_info
 from batchsched.bench.e2e_watch import BindWatch, percentile
 from batchsched.kube.client import (
     ApiError,
-    ApiUnavailable,
-    KubeConfigError,
     api_client,
     request_json,
 )
@@ -79,8 +79,6 @@ SCHEDULERS: Final = ("batchsched", "kube-scheduler")
 CLASSES_PATH: Final = "/apis/scheduling.k8s.io/v1/priorityclasses"
 LOW_CLASS: Final = "bench-preemption-low"
 HIGH_CLASS: Final = "bench-preemption-high"
-EXIT_UNBOUND: Final = 1
-EXIT_BENCH_ERROR: Final = 2
 
 
 def pod_body(name: str, scheduler_name: str, *, low: bool) -> dict[str, object]:
@@ -307,13 +305,7 @@ async def main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    code = EXIT_BENCH_ERROR
-    try:
-        code = asyncio.run(main(args))
-    except* (BenchError, ApiError, ApiUnavailable, KubeConfigError) as group:
-        for err in group.exceptions:
-            print(f"bench preemption: {err}", file=sys.stderr)
-    return code
+    return run_bench("preemption", lambda: main(args))
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -64,8 +64,14 @@ def workloads(scale: float = 1.0) -> list[BatchJob]:
                 for i in range(round(count * scale)):
                     jobs.append(
                         gang_job(
-                            f"{namespace}/{name}-{i}", tenant, members, gpus, i * interval,
-                            runtime, priority, job_class=name,
+                            f"{namespace}/{name}-{i}",
+                            tenant,
+                            members,
+                            gpus,
+                            i * interval,
+                            runtime,
+                            priority,
+                            job_class=name,
                         )
                     )
     return jobs
@@ -82,15 +88,19 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - started
     log = result.log
     print(f"kueue baseline shape: {len(jobs)} workloads, {nodes} nodes x 8 GPUs, mode {mode}")
-    print(f"wall {wall:.1f} s, {result.attempts} gang attempts, virtual makespan "
-          f"{log.makespan():.1f} s, GPU utilisation {log.gpu_utilisation(0, log.makespan()):.1%}")
+    print(
+        f"wall {wall:.1f} s, {result.attempts} gang attempts, virtual makespan "
+        f"{log.makespan():.1f} s, GPU utilisation {log.gpu_utilisation(0, log.makespan()):.1%}"
+    )
     for name, *_ in CLASSES:
         waits = [r.wait for r in log.jobs.values() if r.job_class == name and r.wait is not None]
         unstarted = sum(1 for r in log.jobs.values() if r.job_class == name and r.start is None)
         p95 = statistics.quantiles(waits, n=20)[-1] if len(waits) >= 20 else max(waits, default=0)
-        print(f"  {name:<6} admitted {len(waits):>5}  mean time to admission "
-              f"{statistics.fmean(waits) * 1000:8.1f} ms  p95 {p95 * 1000:8.1f} ms"
-              f"{'  never admitted ' + str(unstarted) if unstarted else ''}")
+        print(
+            f"  {name:<6} admitted {len(waits):>5}  mean time to admission "
+            f"{statistics.fmean(waits) * 1000:8.1f} ms  p95 {p95 * 1000:8.1f} ms"
+            f"{'  never admitted ' + str(unstarted) if unstarted else ''}"
+        )
     return 0
 
 

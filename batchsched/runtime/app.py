@@ -234,6 +234,7 @@ class App:
         )
         self.scheduler.preempting = self.preempting
         self.pod_events.pending_deleted.append(self.preempting.pod_deleted)
+        self.pod_events.assigned_gone.append(self.preempting.victim_gone)
         self.preemption_notes = NotePublisher(
             self.preempting.notes, lambda path, body: merge_patch(api, path, body)
         )

@@ -40,6 +40,8 @@ class PodEvents:
         self.gated: set[str] = set()  # uids of our pending pods that PreEnqueue holds back
         # Told when a pending pod is deleted (a preemptor's plan ends with it).
         self.pending_deleted: list[Callable[[PodView], None]] = []
+        # Told when a counted pod stops counting (a victim gone: its preemptor may go now).
+        self.assigned_gone: list[Callable[[PodView], None]] = []
 
     def _pending_ours(self, pod: PodView) -> bool:
         if pod.node_name or pod.is_finished:
@@ -73,6 +75,7 @@ class PodEvents:
             # Finished: its resources are free for pods waiting on them.
             self.cache.remove_pod(old)
             self.queue.move_all("AssignedPodDelete")
+            self._gone(old)
         elif self._pending_ours(new):
             self.queue.update(old, new)
         elif self._pending_ours(old):
@@ -84,10 +87,15 @@ class PodEvents:
         if _counts(pod):
             self.cache.remove_pod(pod)
             self.queue.move_all("AssignedPodDelete")
+            self._gone(pod)
         elif not pod.node_name:
             self.queue.delete(pod)
             for watcher in self.pending_deleted:
                 watcher(pod)
+
+    def _gone(self, pod: PodView) -> None:
+        for watcher in self.assigned_gone:
+            watcher(pod)
 
 
 def _node_changed_for_scheduling(old: NodeView, new: NodeView) -> bool:

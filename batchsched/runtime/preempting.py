@@ -346,6 +346,17 @@ class Preempting:
         for key in [k for k, f in self.flights.items() if f.deadline <= now]:
             self.release(key, f"its victims did not terminate within {self.hold_timeout_s:g}s")
 
+    def victim_gone(self, pod: PodView) -> None:
+        """A counted pod went: when it was the last victim of a plan, its preemptors are
+        tried at once rather than after their backoff."""
+        snapshot = self.s.cache.snapshot
+        for flight in self.flights.values():
+            victims = flight.plan.victim_pods()
+            if any(v.uid == pod.uid for v in victims):
+                if flight.terminated(snapshot) == len(victims):
+                    self.s.queue.activate(p.uid for p in flight.preemptors)
+                return
+
     def pod_deleted(self, pod: PodView) -> None:
         """A pending pod was deleted: if it was preempting, its plan ends with it."""
         key = self._by_pod.get(pod.uid)

@@ -251,6 +251,15 @@ class SchedulingQueue:
             taken.append(dataclasses.replace(found.qp, attempts=found.qp.attempts + 1))
         return taken
 
+    def activate(self, uids: Iterable[str]) -> None:
+        """These pods may fit now (what they waited for happened, e.g. a preemptor's victims
+        are all gone): out of the pool or their backoff, to the active heap at once."""
+        for uid in uids:
+            found = self._unschedulable.pop(uid, None) or self._backoff.pop(uid, None)
+            if found is not None:
+                self._push_active(found.qp)
+                self._ready.set()
+
     async def pop(self) -> QueuedPod:
         """Wait for the next pod to try: woken by add/move, or timed to the next expiry."""
         loop = asyncio.get_running_loop()

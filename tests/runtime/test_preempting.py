@@ -156,6 +156,7 @@ def world(planner: object = None, refuse: set[str] | None = None, **options: flo
     scheduler.preempting = preempting
     pods = PodEvents(cache, queue, scheduler.admits, scheduler.gangs)
     pods.pending_deleted.append(preempting.pod_deleted)
+    pods.assigned_gone.append(preempting.victim_gone)
     return World(
         scheduler,
         pods,
@@ -241,12 +242,12 @@ async def test_freed_capacity_is_held_for_the_preemptor_against_lower_priority_p
     full_node(w, victims)
     w.pods.on_add(high("p", priority=1000))
     await w.settle()
-    # The preemptor's own cycle waits in backoff; a lower-priority pod comes first.
-    w.pods.on_add(high("sneak", priority=500))
+    # A lower-priority pod gets a cycle before the preemptor's (taken out of turn here: the
+    # preemptor, activated when its victim went, would come first in the queue).
+    sneak = high("sneak", priority=500)
+    w.pods.on_add(sneak)
     w.pods.on_delete(victims[0])
-    w.scheduler.queue.flush()
-    queued = w.scheduler.queue.pop_ready()
-    assert queued is not None and queued.pod.name == "sneak"
+    (queued,) = w.scheduler.queue.take([sneak.uid])
     w.scheduler.schedule_one(queued)
     await w.scheduler.drain()
 
@@ -660,3 +661,19 @@ async def test_a_preemptor_holds_no_backfill_reservation_while_its_victims_go() 
     w.retry()  # its next failed cycle, victims still terminating
     await w.scheduler.drain()
     assert backfill.blocked_keys() == []
+
+
+async def test_when_its_last_victim_goes_the_preemptor_is_tried_at_once() -> None:
+    # Not after its backoff: the capacity it waited for is free now.
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    w.pods.on_add(high("other", priority=0))  # a pod that fits nowhere, to keep the queue busy
+    await w.settle()
+    w.pods.on_delete(victims[0])
+    assert w.scheduler.queue.counts()["active"] == 0  # one victim still there
+    w.pods.on_delete(victims[1])
+    assert w.scheduler.queue.counts()["active"] == 1
+    queued = w.scheduler.queue.pop_ready()
+    assert queued is not None and queued.pod.name == "p"
