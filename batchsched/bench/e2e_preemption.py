@@ -36,6 +36,7 @@ from typing import Final
 
 from kubernetes_asyncio.client import ApiClient
 
+from batchsched.bench.e2e import make_scheduler
 from batchsched.bench.e2e_cluster import (
     EXIT_UNBOUND,
     BenchError,
@@ -66,7 +67,7 @@ from batchsched.bench.e2e_preemption_report import (
     render,
     row,
 )
-from batchsched.bench.e2e_procs import Batchsched, CpuMeter, KubeScheduler, SchedulerProcess
+from batchsched.bench.e2e_procs import CpuMeter, SchedulerProcess
 from batchsched.bench.e2e_report import Machine, machine_info
 from batchsched.bench.e2e_watch import BindWatch, percentile
 from batchsched.kube.client import (
@@ -249,14 +250,6 @@ async def _scheduler_metrics(scheduler: SchedulerProcess) -> str:
     except (BenchError, OSError, TimeoutError) as err:
         print(f"{scheduler.name}: no /metrics ({err})", file=sys.stderr)
         return ""
-
-
-def make_scheduler(
-    name: str, plane: ControlPlane, run_dir: Path, profile: Path | None
-) -> SchedulerProcess:
-    if name == "batchsched":
-        return Batchsched(plane.kubeconfig, run_dir / "batchsched.log", profile)
-    return KubeScheduler(plane)
 
 
 async def bench(
