@@ -9,6 +9,8 @@ from batchsched.config.documents import parse_duration
 from batchsched.model.pod import PodView
 
 EXPECTED_RUNTIME_ANNOTATION: Final = "batchsched.io/expected-runtime"
+# Written by the scheduler on a waiting PodGroup (or lone pod): its planned start, RFC 3339.
+ESTIMATED_START_ANNOTATION: Final = "batchsched.io/estimated-start-time"
 
 
 class InvalidRuntime(ValueError):

@@ -83,7 +83,16 @@ class GangTracker:
         self._on_group_added()
 
     def on_update(self, old: PodGroupView, new: PodGroupView) -> None:
-        self.on_add(new)
+        self.groups[new.key] = new
+        self.invalid.pop(new.key, None)
+        # Only a change that can make a gang fit sends waiting pods back: our own status and
+        # annotation writes (estimated start, preemption progress) come back as updates too.
+        if (old.min_member, old.min_resources, old.schedule_timeout_seconds) != (
+            new.min_member,
+            new.min_resources,
+            new.schedule_timeout_seconds,
+        ):
+            self._on_group_added()
 
     def on_delete(self, group: PodGroupView) -> None:
         self.groups.pop(group.key, None)

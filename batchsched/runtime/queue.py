@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from batchsched.clock import Clock
+from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.model.pod import PodView
 
@@ -45,9 +46,21 @@ _SPEC_FIELDS: Final = tuple(
 )
 
 
+# Annotations the scheduler writes itself: a change in them alone changes nothing it decides.
+OWN_ANNOTATIONS: Final = frozenset({ESTIMATED_START_ANNOTATION})
+
+
 def spec_changed(old: PodView, new: PodView) -> bool:
-    """True when `new` differs from `old` in anything but status (phase)."""
-    return any(getattr(old, name) != getattr(new, name) for name in _SPEC_FIELDS)
+    """True when `new` differs from `old` in anything but status (phase) and the scheduler's
+    own annotations."""
+    for name in _SPEC_FIELDS:
+        before, after = getattr(old, name), getattr(new, name)
+        if name == "annotations":
+            before = {k: v for k, v in before.items() if k not in OWN_ANNOTATIONS}
+            after = {k: v for k, v in after.items() if k not in OWN_ANNOTATIONS}
+        if before != after:
+            return True
+    return False
 
 
 class _Ranked:

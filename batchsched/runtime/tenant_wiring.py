@@ -17,6 +17,7 @@ from typing import Final
 
 from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
+from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
 from batchsched.plugins.backfill_reservations import attach_reservation_guard
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
@@ -26,7 +27,6 @@ from queues.model import QuotaPolicy
 
 logger = logging.getLogger(__name__)
 
-ESTIMATED_START_ANNOTATION: Final = "batchsched.io/estimated-start-time"
 MOVE_THRESHOLD_S: Final = 60.0
 
 # (path, merge patch) -> awaitable; the app passes a function doing a JSON merge patch.

@@ -114,3 +114,23 @@ def test_a_member_changing_phase_marks_the_gang_for_a_status_write() -> None:
     assert gangs.dirty == set()
     gangs.note_pod(member(0, "Running", "n1"))
     assert gangs.dirty == {KEY}
+
+
+def test_only_a_podgroup_spec_change_sends_waiting_pods_back() -> None:
+    moves: list[int] = []
+    gangs = GangTracker(on_group_added=lambda: moves.append(1))
+    body = {
+        "metadata": {"name": "train", "namespace": "default", "uid": "pg"},
+        "spec": {"minMember": 2},
+    }
+    first = parse_pod_group(body)
+    gangs.on_add(first)
+    assert moves == [1]
+    annotated = parse_pod_group(
+        {**body, "metadata": {**body["metadata"], "annotations": {"batchsched.io/x": "y"}}}
+    )
+    gangs.on_update(first, annotated)  # e.g. our estimated-start write coming back
+    assert moves == [1] and gangs.group(KEY) == annotated
+    smaller = parse_pod_group({**body, "spec": {"minMember": 1}})
+    gangs.on_update(annotated, smaller)
+    assert moves == [1, 1]

@@ -408,3 +408,16 @@ def test_a_pod_backing_off_after_an_error_waits_its_backoff_out() -> None:
     assert queue.pop_ready() is None
     clock.advance(1.0)
     assert pop(queue).pod.name == "a"
+
+
+def test_the_schedulers_own_estimated_start_annotation_is_not_a_spec_change() -> None:
+    # Writing a waiting pod's estimate must not send it back to be tried again.
+    queue, _ = new_queue()
+    parked = park(queue, "a").pod
+    annotated = make_pod("a").annotation(
+        "batchsched.io/estimated-start-time", "2027-01-01T00:00:00Z"
+    )
+    queue.update(parked, annotated.view())
+    assert queue.counts() == {**EMPTY, "unschedulable": 1}
+    queue.update(annotated.view(), annotated.annotation("team", "x").view())
+    assert queue.counts()["unschedulable"] == 0  # a user's annotation may matter: retried
