@@ -28,6 +28,8 @@ from batchsched.bench.e2e_cluster import (
     EXIT_UNBOUND,
     BenchError,
     ControlPlane,
+    add_harness_arguments,
+    add_profile_argument,
     control_plane_for,
     count_nodes,
     create_namespace,
@@ -181,18 +183,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=5000, help="pods per scheduler")
-    parser.add_argument("--concurrency", type=int, default=64, help="create requests in flight")
-    parser.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds from the first create until all bound"
-    )
-    parser.add_argument("--kubeconfig", type=Path, help="use this API server instead of a new one")
-    parser.add_argument("--only", choices=SCHEDULERS, help="run one scheduler")
-    parser.add_argument("--keep", action="store_true", help="leave the control plane and Nodes")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON too")
-    parser.add_argument(
-        "--profile-batchsched",
-        type=Path,
-        metavar="OUT",
-        help="run batchsched under cProfile, stats to OUT (slows it: not for the figures)",
-    )
+    add_harness_arguments(parser, SCHEDULERS, "seconds from the first create until all bound")
+    add_profile_argument(parser)
     parser.set_defaults(run=run)

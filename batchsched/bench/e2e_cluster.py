@@ -8,6 +8,7 @@ scheduler itself uses.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -58,6 +59,27 @@ def run_bench(name: str, main: Callable[[], Awaitable[int]]) -> int:
 
 async def _call(main: Callable[[], Awaitable[int]]) -> int:
     return await main()
+
+
+def add_harness_arguments(
+    parser: argparse.ArgumentParser, schedulers: Sequence[str], timeout_help: str
+) -> None:
+    """The options every end-to-end bench shares: load, limits, where and what to keep."""
+    parser.add_argument("--concurrency", type=int, default=64, help="create requests in flight")
+    parser.add_argument("--timeout", type=float, default=600.0, help=timeout_help)
+    parser.add_argument("--kubeconfig", type=Path, help="use this API server instead of a new one")
+    parser.add_argument("--only", choices=schedulers, help="run one scheduler")
+    parser.add_argument("--keep", action="store_true", help="leave the control plane and Nodes")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON too")
+
+
+def add_profile_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile-batchsched",
+        type=Path,
+        metavar="OUT",
+        help="run batchsched under cProfile, stats to OUT (slows it: not for the figures)",
+    )
 
 
 class BenchError(RuntimeError):

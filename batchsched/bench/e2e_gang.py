@@ -35,6 +35,7 @@ from batchsched.bench.e2e_cluster import (
     EXIT_UNBOUND,
     BenchError,
     ControlPlane,
+    add_harness_arguments,
     control_plane_for,
     count_nodes,
     create_namespace,
@@ -463,17 +464,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--gangs", type=int, help="one shape of this many gangs (default 1000)")
     parser.add_argument("--size", type=int, help="... of this many pods each (default 3)")
-    parser.add_argument("--concurrency", type=int, default=64, help="create requests in flight")
-    parser.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds per shape until all bound"
-    )
-    parser.add_argument("--kubeconfig", type=Path, help="use this API server instead of a new one")
-    parser.add_argument("--only", choices=SCHEDULERS, help="run one scheduler")
+    add_harness_arguments(parser, SCHEDULERS, "seconds per shape until all bound")
     parser.add_argument(
         "--coscheduling-first", action="store_true", help="run the baseline first (order bias)"
     )
-    parser.add_argument("--keep", action="store_true", help="leave the control plane and Nodes")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON too")
     parser.set_defaults(run=run)
 
 

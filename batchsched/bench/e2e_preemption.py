@@ -41,6 +41,8 @@ from batchsched.bench.e2e_cluster import (
     EXIT_UNBOUND,
     BenchError,
     ControlPlane,
+    add_harness_arguments,
+    add_profile_argument,
     control_plane_for,
     count_nodes,
     create_namespace,
@@ -308,21 +310,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--nodes", type=int, default=500, help="nodes of 4 cpu, 32Gi")
     parser.add_argument("--low", type=int, default=2000, help="low-priority pods, bound first")
     parser.add_argument("--high", type=int, default=500, help="high-priority pods, measured")
-    parser.add_argument("--concurrency", type=int, default=64, help="create requests in flight")
-    parser.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds per phase until all bound"
-    )
-    parser.add_argument("--kubeconfig", type=Path, help="use this API server instead of a new one")
-    parser.add_argument("--only", choices=SCHEDULERS, help="run one scheduler")
+    add_harness_arguments(parser, SCHEDULERS, "seconds per phase until all bound")
     parser.add_argument(
         "--kube-scheduler-first", action="store_true", help="run the baseline first (order bias)"
     )
-    parser.add_argument("--keep", action="store_true", help="leave the control plane and Nodes")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON too")
-    parser.add_argument(
-        "--profile-batchsched",
-        type=Path,
-        metavar="OUT",
-        help="run batchsched under cProfile, stats to OUT (slows it: not for the figures)",
-    )
+    add_profile_argument(parser)
     parser.set_defaults(run=run)
