@@ -2,10 +2,16 @@
 
 A pod the scheduler places goes through kube-scheduler's assume state machine:
 
-    assume ──finish_binding──> binding finished (deadline = now + ttl)
+    assume ──finish_binding──> binding finished
       │                            ├── add_pod / update_pod ──> confirmed: an ordinary bound pod
-      │                            └── cleanup_expired() after the deadline ──> gone, returned
+      │                            ├── remove_pod (deleted before the watch confirmed it) ──> gone
+      │                            └── cleanup_expired() past a deadline, only with a ttl ──> gone
       └── forget (binding failed) ──> gone
+
+A pod whose Binding the API server accepted is bound: it never expires by default (kube-scheduler
+has not expired those since 1.23, durationToExpireAssumedPod = 0). A watch that reconnects
+slowly after an API server restart must not free the GPUs of pods that are already bound; the
+relist that follows delivers the pod, bound or deleted.
 
 Pods counted by the snapshot are always on exactly one node. A bound pod whose node the cache
 does not know (not seen yet, or deleted) waits aside and is counted when the node arrives.
@@ -47,7 +53,7 @@ class CacheWatcher(Protocol):
 class SchedulerCache:
     """Nodes and bound pods from the watch, plus pods assumed by the scheduler."""
 
-    def __init__(self, clock: Clock, assume_ttl: float = 30.0) -> None:
+    def __init__(self, clock: Clock, assume_ttl: float | None = None) -> None:
         self.snapshot = Snapshot(())
         self._clock = clock
         self._ttl = assume_ttl
@@ -146,9 +152,10 @@ class SchedulerCache:
         return bound
 
     def finish_binding(self, pod: PodView) -> None:
-        """The Binding was sent: the watch has `assume_ttl` seconds to confirm it."""
+        """The Binding was accepted. With an `assume_ttl` the watch has that long to confirm
+        it; without one (the default) the pod stays counted until the watch says otherwise."""
         assumed = self._assumed.get(pod.uid)
-        if assumed is not None:
+        if assumed is not None and self._ttl is not None:
             assumed.deadline = self._clock.now() + self._ttl
 
     def forget(self, pod: PodView) -> None:

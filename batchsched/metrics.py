@@ -141,6 +141,16 @@ class SchedulerMetrics:
             "Assumed pods dropped because the API never confirmed their binding in time.",
             registry=reg,
         )
+        self.gang_incomplete = Counter(
+            "batchsched_gangs_incomplete_total",
+            "Gangs found bound below minMember past their timeout (reported, never deleted).",
+            registry=reg,
+        )
+        self.writes_fenced = Counter(
+            "batchsched_writes_fenced_total",
+            "API writes refused inside the process because this replica did not hold the Lease.",
+            registry=reg,
+        )
         self.informer_relists = Counter(
             "batchsched_informer_relists_total",
             "Full relists by an informer (first list, 410 Gone, or watch failure), by resource.",

@@ -98,18 +98,6 @@ class KubeBinder:
         except ApiUnavailable as err:
             raise BindError("unavailable", 0, str(err)) from err
 
-    async def delete(self, namespace: str, name: str, uid: str) -> bool:
-        """Delete a pod (a gang's straggler) if it is still the one we bound; False on error."""
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        try:
-            await request_json(
-                self._api, "DELETE", _pod_path(namespace, name), body=body, timeout=self._timeout
-            )
-        except (ApiError, ApiUnavailable) as err:
-            log.warning("pod delete failed pod=%s/%s error=%s", namespace, name, err)
-            return False
-        return True
-
 
 class PodStatusWriter:
     """PodScheduled=False/Unschedulable and nominatedNodeName, written only when they change.

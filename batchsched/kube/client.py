@@ -12,10 +12,11 @@ import json
 import logging
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
+from weakref import WeakKeyDictionary
 
 import aiohttp
 import yaml
@@ -30,7 +31,9 @@ __all__ = [
     "ApiUnavailable",
     "Backoff",
     "KubeConfigError",
+    "NotLeading",
     "api_client",
+    "fence_writes",
     "open_stream",
     "request_json",
 ]
@@ -66,6 +69,31 @@ class ApiError(Exception):
 
 class ApiUnavailable(Exception):
     """No answer (connection refused or reset, timeout, broken stream): worth retrying."""
+
+
+class NotLeading(ApiUnavailable):
+    """A write refused before it left the process: this replica does not hold the Lease.
+
+    Retrying is pointless until it leads again; callers treat it like an unanswered request.
+    """
+
+
+# Per client: may it write now? Only the replica holding the Lease writes (DESIGN.md,
+# invariant 7); the fence is checked on every non-GET request, here, in one place, so no
+# code path (housekeeping, an Event for a malformed object seen by a standby) can forget it.
+_FENCES: WeakKeyDictionary[ApiClient, Callable[[], bool]] = WeakKeyDictionary()
+
+
+def fence_writes(api: ApiClient, may_write: Callable[[], bool]) -> None:
+    """From now on, every write through `api` (except the Lease's own, which pass
+    `fenced=False`) first asks `may_write()` and raises `NotLeading` when it says no."""
+    _FENCES[api] = may_write
+
+
+def _check_fence(api: ApiClient, method: str, path: str) -> None:
+    may_write = _FENCES.get(api)
+    if may_write is not None and not may_write():
+        raise NotLeading(f"{method} {path}: not the leader; this replica does not write")
 
 
 class Backoff:
@@ -170,8 +198,15 @@ async def request_json(
     body: Mapping[str, object] | None = None,
     content_type: str = JSON,
     timeout: float = DEFAULT_TIMEOUT_S,
+    fenced: bool = True,
 ) -> dict[str, object]:
-    """One request; the decoded JSON body of a 2xx answer, `ApiError` for any other."""
+    """One request; the decoded JSON body of a 2xx answer, `ApiError` for any other.
+
+    A write (any method but GET) is refused with `NotLeading` when the client is fenced
+    (`fence_writes`) and its replica does not hold the Lease; `fenced=False` is for the
+    Lease itself."""
+    if fenced and method != "GET":
+        _check_fence(api, method, path)
     headers = {"Accept": JSON, "Content-Type": content_type}
     try:
         resp: aiohttp.ClientResponse = await api.call_api(

@@ -48,9 +48,10 @@ class ResourceSpec:
 NODES: Final = ResourceSpec("Node", "/api/v1/nodes")
 # Like kube-scheduler: finished pods hold nothing, and one that finishes leaves the selection,
 # which the watch reports as DELETED, so the cache frees its resources.
-PODS: Final = ResourceSpec(
-    "Pod", "/api/v1/pods", field_selector="status.phase!=Succeeded,status.phase!=Failed"
-)
+# Every pod, finished ones included (kube-scheduler filters those out): a gang's finished
+# members count toward its quorum and its PodGroup status, and a pod's final phase must reach
+# the cache as an update, so its resources are freed the moment it ends.
+PODS: Final = ResourceSpec("Pod", "/api/v1/pods")
 PRIORITY_CLASSES: Final = ResourceSpec(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"
 )

@@ -170,6 +170,15 @@ class LeaderElector:
         """True between a successful acquire and the end of `run` (loss, return or cancel)."""
         return self._leading
 
+    def holds_lease(self) -> bool:
+        """Whether this replica may write now: it leads and its last successful renewal is
+        less than renewDeadline old. Stricter than `is_leader`, which turns false only once
+        the renew loop has noticed: a loop stalled by a long cycle must not write on a lease
+        a standby may already be taking over."""
+        if not self._leading:
+            return False
+        return self._clock.now() - self._last_renew < self.config.renew_deadline
+
     @property
     def leader(self) -> str:
         """The holder identity we last observed ("" when none or not yet known)."""

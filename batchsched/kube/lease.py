@@ -112,7 +112,7 @@ class LeaseApi:
         # 404 and 409 are outcomes here, not errors: hand back the status with the body.
         try:
             return 200, await request_json(
-                self._api, method, path, body=body, timeout=self._timeout
+                self._api, method, path, body=body, timeout=self._timeout, fenced=False
             )
         except ApiError as err:
             return err.status, {"message": err.message}

@@ -25,7 +25,7 @@ from batchsched.config import SchedulerConfig
 from batchsched.framework.profile import Profile
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.kube.binder import EventRecorder, KubeBinder, ObjectRef, PodStatusWriter
-from batchsched.kube.client import api_client, request_json
+from batchsched.kube.client import api_client, fence_writes, request_json
 from batchsched.kube.disruption import PDBS, DisruptionBudgets, parse_disruption_budget
 from batchsched.kube.eviction import KubeEvictor
 from batchsched.kube.informer import (
@@ -135,7 +135,6 @@ class App:
             clock,
             seed=options.seed,
             gangs=self.gangs,
-            deleter=binder,
         )
         self.priority_classes = PriorityClassEvents()
         nodes = Informer(
@@ -152,7 +151,9 @@ class App:
             PODS,
             parse_pod,
             self.pod_events,
-            key=lambda p: f"{p.namespace}/{p.name}",
+            # By uid: a pod recreated under its old name (StatefulSets, PyTorchJob workers)
+            # is a delete and an add, even when a relist is the first to see it.
+            key=lambda p: p.uid,
             on_invalid=self._invalid,
         )
         classes = Informer(
@@ -184,6 +185,7 @@ class App:
         if elect:
             settings = LeaderElectionConfig.from_settings(config.leader_election, options.identity)
             self.elector = LeaderElector(api, settings, clock=clock, metrics=self.metrics)
+            fence_writes(api, self.may_write)
         self.quotas = Quotas(
             api,
             clock,
@@ -313,6 +315,13 @@ class App:
     def leading(self) -> bool:
         return self.elector.is_leader if self.elector is not None else True
 
+    def may_write(self) -> bool:
+        """The write fence (`fence_writes`): only while holding the Lease, fresh."""
+        if self.elector is None or self.elector.holds_lease():
+            return True
+        self.metrics.writes_fenced.inc()
+        return False
+
     async def run(self) -> int:
         """Serve until SIGTERM/SIGINT (exit 0) or lost leadership (exit 1)."""
         server = await serve(
@@ -385,13 +394,16 @@ class App:
         last_summary = time.monotonic()
         while True:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
-            self.scheduler.expire_assumed()
-            self.scheduler.gang_cycle.expire(self.scheduler.clock.now())
-            self.preempting.expire(self.scheduler.clock.now())
+            self.scheduler.expire_assumed()  # only with an assume TTL; none by default
             if self.leading():
+                # Only the leader acts on deadlines and writes what they change: a standby
+                # holds no reservations, and what it sees is written when it leads.
+                now = self.scheduler.clock.now()
+                self.scheduler.gang_cycle.expire(now)
+                self.preempting.expire(now)
                 await self.preemption_notes.publish()
-            self._write_group_status()
-            await self._publish_estimates()
+                self._write_group_status()
+                await self._publish_estimates()
             self.metrics.set_pending({**self.queue.counts(), "gated": len(self.pod_events.gated)})
             snapshot = self.cache.snapshot
             self.metrics.set_cache_size(

@@ -25,13 +25,9 @@ from batchsched.model.pod import PodView
 from batchsched.runtime.gangs import WaitingGang, WaitingMember
 
 if TYPE_CHECKING:
-    from batchsched.runtime.scheduler import PodDeleter, Scheduler
+    from batchsched.runtime.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
-
-
-async def _delete(deleter: PodDeleter, namespace: str, name: str, uid: str) -> None:
-    await deleter.delete(namespace, name, uid)
 
 
 def group_ref(group: PodGroupView) -> ObjectRef:
@@ -222,31 +218,27 @@ class GangCycle:
         gone = sorted(self.gangs.deleted)
         if gone:
             self.release(gone, "the PodGroup was deleted")
-        for key in self.gangs.partial_gangs(self.s.cache.snapshot, now):
-            self.delete_stragglers(key)
+        for key in self.gangs.newly_incomplete(self.s.cache.snapshot, now):
+            self.report_incomplete(key)
 
-    def delete_stragglers(self, key: str) -> None:
-        """A gang left bound below minMember past its timeout: delete the members it has so
-        their controller (Job, JobSet, PyTorchJob) recreates them and the gang is scheduled
-        again from nothing. Deleted, not evicted: an eviction can be refused by a
-        PodDisruptionBudget, which would leave the half gang holding its GPUs."""
+    def report_incomplete(self, key: str) -> None:
+        """A gang left bound below minMember past its timeout: say so, once. Its missing
+        members stay in the queue and are placed as soon as room appears (they may preempt).
+        The bound members are never deleted: they may be running, and a running pod is the
+        user's (a gang that never ran would lose little, but telling the two apart races
+        the kubelet; scheduler-plugins' Coscheduling never deletes either)."""
         s = self.s
         group = self.gangs.group(key)
-        deleter = s.deleter
-        if group is None or deleter is None:
+        if group is None:
             return
-        snapshot = s.cache.snapshot
-        stragglers = []
-        for uid in sorted(self.gangs.members.get(key, ())):
-            info = snapshot.node_of(uid)
-            if info is not None:
-                stragglers.append(info.pods[uid])
-        self.gangs.partial_since.pop(key, None)
+        bound = self.gangs.counted(key, s.cache.snapshot) + self.gangs.finished(key)
         note = (
-            f"gang {key}: only {len(stragglers)} of minMember {group.min_member} bound after "
-            f"{self.gangs.timeout_of(key):g}s; deleting them so the gang is scheduled again whole"
+            f"gang {key}: only {bound} of minMember {group.min_member} members bound after "
+            f"{self.gangs.timeout_of(key):g}s; the rest wait for room (the bound members are "
+            "left running)"
         )
-        logger.warning("deleting gang stragglers gang=%s count=%d", key, len(stragglers))
-        s.spawn(s.events.record(group_ref(group), "Warning", "GangIncomplete", "Deleting", note))
-        for pod in stragglers:
-            s.spawn(_delete(deleter, pod.namespace, pod.name, pod.uid))
+        logger.warning(
+            "gang incomplete gang=%s bound=%d min_member=%d", key, bound, group.min_member
+        )
+        s.metrics.gang_incomplete.inc()
+        s.spawn(s.events.record(group_ref(group), "Warning", "GangIncomplete", "Waiting", note))

@@ -32,6 +32,7 @@ from batchsched.snapshot import Snapshot
 logger = logging.getLogger(__name__)
 
 DEFAULT_SCHEDULE_TIMEOUT_S = 60.0
+_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass
@@ -66,6 +67,8 @@ class GangTracker:
         self.deleted: set[str] = set()  # groups deleted while members waited: to release
         self.dirty: set[str] = set()  # groups whose status should be written
         self.partial_since: dict[str, float] = {}  # bound below minMember since (monotonic)
+        self.incomplete_reported: set[str] = set()  # partial gangs already told about
+        self.quorum_reached: set[str] = set()  # gangs that had minMember bound at some point
         self.phases: dict[str, str] = {}  # member uid -> its pod's phase
         self.schedule_start: dict[str, float] = {}  # key -> wall time it was first scheduled
         self.final: dict[str, str] = {}  # key -> Finished or Failed, which never change back
@@ -96,6 +99,9 @@ class GangTracker:
 
     def on_delete(self, group: PodGroupView) -> None:
         self.groups.pop(group.key, None)
+        self.quorum_reached.discard(group.key)
+        self.incomplete_reported.discard(group.key)
+        self.partial_since.pop(group.key, None)
         if group.key in self.waiting:
             self.deleted.add(group.key)
 
@@ -210,20 +216,34 @@ class GangTracker:
             return SCHEDULED
         return SCHEDULING if waiting or scheduled else PENDING
 
-    def partial_gangs(self, snapshot: Snapshot, now: float) -> list[str]:
-        """Gangs bound below minMember (some bindings failed and the rest could not follow)
-        for longer than their timeout. Gangs that recovered, or hold nothing, are cleared."""
+    def finished(self, key: str) -> int:
+        """Members that ran to the end (Succeeded or Failed): they count toward the quorum,
+        as they were bound once and their gang did start."""
+        return sum(
+            1 for uid in self.members.get(key, ()) if self.phases.get(uid) in _TERMINAL_PHASES
+        )
+
+    def newly_incomplete(self, snapshot: Snapshot, now: float) -> list[str]:
+        """Gangs bound below minMember for longer than their timeout (a binding failed and
+        the missing members found no room since), each reported once per episode. Bound,
+        binding and finished members count; a gang that recovered or holds nothing is
+        cleared. The scheduler never deletes them: see docs/operations.md, "What the
+        scheduler never does to a running pod"."""
         overdue = []
         for key, group in self.groups.items():
-            if key in self.waiting:
+            if key in self.quorum_reached:
+                continue  # it started whole once: members that end or go are its own affair
+            counted = 0 if key in self.waiting else self.counted(key, snapshot)
+            have = counted + self.finished(key)
+            if have >= group.min_member:
+                self.quorum_reached.add(key)
+            if counted == 0 or have >= group.min_member:
                 self.partial_since.pop(key, None)
-                continue
-            counted = self.counted(key, snapshot)
-            if counted == 0 or counted >= group.min_member:
-                self.partial_since.pop(key, None)
+                self.incomplete_reported.discard(key)
                 continue
             since = self.partial_since.setdefault(key, now)
-            if now - since > self.timeout_of(key):
+            if now - since > self.timeout_of(key) and key not in self.incomplete_reported:
+                self.incomplete_reported.add(key)
                 overdue.append(key)
         return overdue
 

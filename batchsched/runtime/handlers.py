@@ -62,6 +62,10 @@ class PodEvents:
             self.queue.add(pod)
 
     def on_update(self, old: PodView, new: PodView) -> None:
+        if old.uid != new.uid:  # recreated under the same name: another pod
+            self.on_delete(old)
+            self.on_add(new)
+            return
         self.gangs.note_pod(new)
         if _counts(new):
             if _counts(old):
@@ -89,6 +93,9 @@ class PodEvents:
             self.queue.move_all("AssignedPodDelete")
             self._gone(pod)
         elif not pod.node_name:
+            # Assumed (binding or waiting for its gang) but not yet seen bound: its place in
+            # the cache goes with it.
+            self.cache.remove_pod(pod)
             self.queue.delete(pod)
             for watcher in self.pending_deleted:
                 watcher(pod)

@@ -48,10 +48,6 @@ class StatusWriter(Protocol):
     async def mark_unschedulable(self, pod: PodView, message: str) -> None: ...
 
 
-class PodDeleter(Protocol):
-    async def delete(self, namespace: str, name: str, uid: str) -> bool: ...
-
-
 class Recorder(Protocol):
     async def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
@@ -84,11 +80,9 @@ class Scheduler:
         seed: int = 0,
         bind_concurrency: int = 128,
         gangs: GangTracker | None = None,
-        deleter: PodDeleter | None = None,
         tenants: TenantLayer | None = None,
         backfill: LiveBackfill | None = None,
     ) -> None:
-        self.deleter = deleter
         self.tenants = tenants
         self.backfill = backfill
         self.profiles = profiles

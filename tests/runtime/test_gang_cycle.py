@@ -1,4 +1,4 @@
-"""The live gang cycle on a fake clock: waiting, timeouts, and stragglers of a failed bind."""
+"""The live gang cycle on a fake clock: waiting, timeouts, and gangs left below quorum."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from batchsched.clock import FakeClock
 from batchsched.config import default_config
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.metrics import SchedulerMetrics
+from batchsched.model.pod import PodView
 from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.runtime.handlers import NodeEvents, PodEvents
 from batchsched.runtime.queue import SchedulingQueue
@@ -17,16 +18,7 @@ from tests.runtime.test_handlers import Binds, Recorded
 LABEL = "scheduling.x-k8s.io/pod-group"
 
 
-class Deletes:
-    def __init__(self) -> None:
-        self.deleted: list[str] = []
-
-    async def delete(self, namespace: str, name: str, uid: str) -> bool:
-        self.deleted.append(f"{namespace}/{name}")
-        return True
-
-
-def setup(binds: Binds) -> tuple[Scheduler, PodEvents, NodeEvents, FakeClock, Deletes]:
+def setup(binds: Binds) -> tuple[Scheduler, PodEvents, NodeEvents, FakeClock, Recorded]:
     clock = FakeClock()
     profiles = default_config().build_profiles()
     for plugin in profiles["gpu-scheduler"].bind:
@@ -34,13 +26,10 @@ def setup(binds: Binds) -> tuple[Scheduler, PodEvents, NodeEvents, FakeClock, De
         plugin.client = binds
     cache = SchedulerCache(clock)
     queue = SchedulingQueue(profiles["gpu-scheduler"].queue_sort.less, clock)
-    deletes = Deletes()
     recorded = Recorded()
-    scheduler = Scheduler(
-        profiles, cache, queue, recorded, recorded, SchedulerMetrics(), clock, deleter=deletes
-    )
+    scheduler = Scheduler(profiles, cache, queue, recorded, recorded, SchedulerMetrics(), clock)
     pods = PodEvents(cache, queue, scheduler.admits, scheduler.gangs)
-    return scheduler, pods, NodeEvents(cache, queue), clock, deletes
+    return scheduler, pods, NodeEvents(cache, queue), clock, recorded
 
 
 def add_group(scheduler: Scheduler, name: str, min_member: int, timeout: int) -> None:
@@ -74,9 +63,13 @@ async def test_members_wait_then_time_out_and_release_their_reservations() -> No
     assert scheduler.queue.counts()["backoff"] == 2
 
 
-async def test_a_gang_left_bound_below_min_member_past_its_timeout_loses_its_stragglers() -> None:
+def incomplete_events(recorded: Recorded) -> list[str]:
+    return [key for key, reason, _ in recorded.events if reason == "GangIncomplete"]
+
+
+async def test_a_gang_left_bound_below_min_member_is_reported_once_and_nothing_is_deleted() -> None:
     binds = Binds(fail={"g-2"})  # one member can never be bound
-    scheduler, pods, nodes, clock, deletes = setup(binds)
+    scheduler, pods, nodes, clock, recorded = setup(binds)
     nodes.on_add(make_node("n1").gpus(8).view())
     nodes.on_add(make_node("n2").gpus(8).view())
     add_group(scheduler, "g", 3, timeout=10)
@@ -87,8 +80,54 @@ async def test_a_gang_left_bound_below_min_member_past_its_timeout_loses_its_str
     await scheduler.drain()
     assert sorted(name for name, _ in binds.bound) == ["default/g-0", "default/g-1"]
     scheduler.gang_cycle.expire(clock.now())
-    assert deletes.deleted == []  # the clock for the partial gang starts now
+    await scheduler.drain()
+    assert incomplete_events(recorded) == []  # the clock for the partial gang starts now
+    clock.advance(11)
+    scheduler.gang_cycle.expire(clock.now())
     clock.advance(11)
     scheduler.gang_cycle.expire(clock.now())
     await scheduler.drain()
-    assert sorted(deletes.deleted) == ["default/g-0", "default/g-1"]
+    assert incomplete_events(recorded) == ["default/g"]
+    # The bound members keep their places: the scheduler has no way to delete a pod.
+    assert not hasattr(scheduler, "deleter")
+    assert scheduler.gangs.counted("default/g", scheduler.cache.snapshot) == 2
+
+
+def bound(name: str, node: str, phase: str = "Running") -> PodView:
+    return make_pod(name).gpus(4).label(LABEL, "g").node(node).phase(phase).view()
+
+
+async def test_a_member_that_finished_early_counts_toward_the_quorum() -> None:
+    scheduler, pods, nodes, clock, recorded = setup(Binds())
+    nodes.on_add(make_node("n1").gpus(8).view())
+    nodes.on_add(make_node("n2").gpus(8).view())
+    add_group(scheduler, "g", 3, timeout=5)
+    running = [bound("g-0", "n1"), bound("g-1", "n1"), bound("g-2", "n2")]
+    for pod in running:
+        pods.on_add(pod)
+    pods.on_update(running[0], bound("g-0", "n1", "Succeeded"))
+    for _ in range(3):
+        clock.advance(6)
+        scheduler.gang_cycle.expire(clock.now())
+    await scheduler.drain()
+    assert incomplete_events(recorded) == []
+    snapshot = scheduler.cache.snapshot
+    assert scheduler.gangs.counted("default/g", snapshot) == 2  # g-0's GPUs are free
+    status = scheduler.gangs.status_of("default/g", snapshot)
+    assert (status["running"], status["succeeded"], status["phase"]) == (2, 1, "Running")
+
+
+async def test_a_gang_that_started_whole_is_never_reported_when_members_go() -> None:
+    scheduler, pods, nodes, clock, recorded = setup(Binds())
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 2, timeout=5)
+    first, second = bound("g-0", "n1"), bound("g-1", "n1")
+    pods.on_add(first)
+    pods.on_add(second)
+    scheduler.gang_cycle.expire(clock.now())
+    pods.on_delete(first)  # e.g. a finished member garbage-collected, or a node drained
+    for _ in range(3):
+        clock.advance(6)
+        scheduler.gang_cycle.expire(clock.now())
+    await scheduler.drain()
+    assert incomplete_events(recorded) == []

@@ -6,6 +6,7 @@ from batchsched.cache import SchedulerCache
 from batchsched.clock import FakeClock
 from batchsched.config import default_config
 from batchsched.framework.interfaces import QueuedPod
+from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
 from batchsched.plugins.default_binder import DefaultBinder
@@ -26,9 +27,10 @@ class Recorded:
         self.unschedulable.append((pod.key, message))
 
     async def record(
-        self, regarding: PodView, type_: str, reason: str, action: str, note: str
+        self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
     ) -> None:
-        self.events.append((regarding.key, reason, note))
+        key = f"{regarding.namespace}/{regarding.name}"
+        self.events.append((key, reason, note))
 
 
 class Binds:
@@ -146,5 +148,48 @@ async def test_a_finished_pod_frees_its_node_for_waiting_pods() -> None:
     scheduler.schedule_one(pop(scheduler))
     await scheduler.drain()
     assert scheduler.queue.counts()["unschedulable"] == 1
-    pods.on_delete(running.view())  # the server filters finished pods: they arrive as deletes
+    pods.on_delete(running.view())
     assert scheduler.queue.counts()["unschedulable"] == 0
+
+
+async def test_a_pod_that_succeeds_frees_its_node_at_once() -> None:
+    scheduler, pods, nodes, _ = setup()
+    nodes.on_add(make_node("n1").cpu("1").view())
+    running = make_pod("r").cpu("1").node("n1").phase("Running").view()
+    pods.on_add(running)
+    pods.on_add(make_pod("w").cpu("1").view())
+    scheduler.schedule_one(pop(scheduler))
+    await scheduler.drain()
+    assert scheduler.queue.counts()["unschedulable"] == 1
+    pods.on_update(running, make_pod("r").cpu("1").node("n1").phase("Succeeded").view())
+    info = scheduler.cache.snapshot.get("n1")
+    assert info is not None and not info.pods
+    assert scheduler.queue.counts()["unschedulable"] == 0
+    assert scheduler.gangs.phases == {}  # not a gang member: nothing to count
+
+
+def test_a_pod_recreated_under_its_name_replaces_the_old_one_everywhere() -> None:
+    scheduler, pods, nodes, _ = setup()
+    nodes.on_add(make_node("n1").cpu("2").view())
+    old = make_pod("w-0").cpu("1").node("n1").phase("Running").view()
+    pods.on_add(old)
+    recreated = make_pod("w-0").set("metadata.uid", "uid-w-0-second").cpu("1").view()
+    pods.on_update(old, recreated)  # what an informer keyed by name would deliver
+    info = scheduler.cache.snapshot.get("n1")
+    assert info is not None and not info.pods  # the old pod's cpu is free
+    queued = pop(scheduler)
+    assert queued.pod.uid == "uid-w-0-second"
+
+
+async def test_a_pod_deleted_before_its_binding_is_seen_leaves_the_cache() -> None:
+    scheduler, pods, nodes, _ = setup()
+    nodes.on_add(make_node("n1").cpu("1").view())
+    pending = make_pod("a").cpu("1").view()
+    pods.on_add(pending)
+    scheduler.schedule_one(pop(scheduler))
+    await scheduler.drain()
+    assert scheduler.cache.is_assumed("uid-default-a")
+    pods.on_delete(pending)  # the informer only ever saw it pending
+    assert not scheduler.cache.is_assumed("uid-default-a")
+    info = scheduler.cache.snapshot.get("n1")
+    assert info is not None and not info.pods

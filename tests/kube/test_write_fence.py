@@ -1,0 +1,45 @@
+"""The write fence: only the replica holding the Lease writes, checked at the one place every
+request passes (`request_json`)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes_asyncio import client
+
+from batchsched.kube.client import ApiUnavailable, NotLeading, fence_writes, request_json
+
+
+@pytest.fixture
+async def api() -> client.ApiClient:
+    cfg = client.Configuration()
+    cfg.host = "http://127.0.0.1:9"  # discard port: nothing answers, nothing is written
+    async with client.ApiClient(cfg) as api_client:
+        yield api_client
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
+async def test_a_fenced_client_refuses_every_write_before_it_leaves(
+    api: client.ApiClient, method: str
+) -> None:
+    fence_writes(api, lambda: False)
+    with pytest.raises(NotLeading, match="not the leader"):
+        await request_json(api, method, "/api/v1/namespaces/default/pods", body={})
+
+
+async def test_reads_and_the_lease_s_own_writes_pass_the_fence(api: client.ApiClient) -> None:
+    fence_writes(api, lambda: False)
+    for method, fenced in (("GET", True), ("PUT", False)):
+        with pytest.raises(ApiUnavailable) as caught:
+            await request_json(api, method, "/apis/x", body=None, fenced=fenced, timeout=2)
+        assert not isinstance(caught.value, NotLeading)
+
+
+async def test_the_fence_is_asked_at_every_write(api: client.ApiClient) -> None:
+    leading = [True]
+    fence_writes(api, lambda: leading[0])
+    with pytest.raises(ApiUnavailable) as caught:
+        await request_json(api, "POST", "/api/v1/x", body={}, timeout=2)
+    assert not isinstance(caught.value, NotLeading)
+    leading[0] = False
+    with pytest.raises(NotLeading):
+        await request_json(api, "POST", "/api/v1/x", body={}, timeout=2)
