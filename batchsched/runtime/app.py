@@ -401,6 +401,7 @@ class App:
                 now = self.scheduler.clock.now()
                 self.scheduler.gang_cycle.expire(now)
                 self.preempting.expire(now)
+                self.scheduler.check_reservations()
                 await self.preemption_notes.publish()
                 self._write_group_status()
                 await self._publish_estimates()

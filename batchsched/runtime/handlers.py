@@ -14,6 +14,7 @@ from batchsched.cache import SchedulerCache
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.model.priority_class import PriorityClassView
+from batchsched.runtime import hints
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
 from gpu.nrt import MeasuredTopology
@@ -77,9 +78,7 @@ class PodEvents:
             return
         if _counts(old):
             # Finished: its resources are free for pods waiting on them.
-            self.cache.remove_pod(old)
-            self.queue.move_all("AssignedPodDelete")
-            self._gone(old)
+            self._assigned_gone(old, "AssignedPodFinished")
         elif self._pending_ours(new):
             self.queue.update(old, new)
         elif self._pending_ours(old):
@@ -89,9 +88,7 @@ class PodEvents:
         self.gated.discard(pod.uid)
         self.gangs.forget_pod(pod)
         if _counts(pod):
-            self.cache.remove_pod(pod)
-            self.queue.move_all("AssignedPodDelete")
-            self._gone(pod)
+            self._assigned_gone(pod, "AssignedPodDelete")
         elif not pod.node_name:
             # Assumed (binding or waiting for its gang) but not yet seen bound: its place in
             # the cache goes with it.
@@ -100,7 +97,11 @@ class PodEvents:
             for watcher in self.pending_deleted:
                 watcher(pod)
 
-    def _gone(self, pod: PodView) -> None:
+    def _assigned_gone(self, pod: PodView, event: str) -> None:
+        info = self.cache.snapshot.get(pod.node_name)
+        full = info is not None and len(info.pods) >= info.alloc_pods
+        self.cache.remove_pod(pod)
+        self.queue.move_where(event, hints.after_pod_gone(pod, full))
         for watcher in self.assigned_gone:
             watcher(pod)
 
@@ -121,12 +122,12 @@ class NodeEvents:
 
     def on_add(self, node: NodeView) -> None:
         self.cache.add_node(node)
-        self.queue.move_all("NodeAdd")
+        self.queue.move_where("NodeAdd", hints.after_node_change(node))
 
     def on_update(self, old: NodeView, new: NodeView) -> None:
         self.cache.update_node(old, new)
         if _node_changed_for_scheduling(old, new):
-            self.queue.move_all("NodeUpdate")
+            self.queue.move_where("NodeUpdate", hints.after_node_change(new))
 
     def on_delete(self, node: NodeView) -> None:
         self.cache.remove_node(node)

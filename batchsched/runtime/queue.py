@@ -316,16 +316,29 @@ class SchedulingQueue:
         self._ready.set()
 
     def move_all(self, event: str) -> None:
-        """A cluster event that may make parked pods schedulable: send them all back."""
+        """A cluster event that may make any parked pod schedulable: send them all back."""
+        self.move_where(event, lambda pod: True)
+
+    def move_where(self, event: str, helps: Callable[[PodView], bool]) -> int:
+        """A cluster event: send back the parked pods it may help (`helps`, a queueing hint);
+        the others stay parked. Pods in flight are treated as if it helped them (their
+        "no node fits" may be stale). Returns how many moved."""
         self._move_request_cycle = self._cycle
         if not self._unschedulable:
-            return
-        parked = list(self._unschedulable.values())
-        self._unschedulable.clear()
-        for timed in parked:
+            return 0
+        moved = [t for t in self._unschedulable.values() if helps(t.qp.pod)]
+        for timed in moved:
+            del self._unschedulable[timed.qp.pod.uid]
             self._move(timed.qp)
-        log.debug("moved unschedulable pods event=%s count=%d", event, len(parked))
-        self._ready.set()
+        log.debug(
+            "moved unschedulable pods event=%s count=%d left=%d",
+            event,
+            len(moved),
+            len(self._unschedulable),
+        )
+        if moved:
+            self._ready.set()
+        return len(moved)
 
     def flush(self) -> None:
         """Move pods whose backoff ended to active, and long-parked pods out of the pool."""

@@ -164,6 +164,13 @@ class LiveBackfill:
             return frozenset()
         return frozenset(r.key for r in planner.reservations if r.protected)
 
+    def holding(self) -> frozenset[str]:
+        """The gangs whose reservations hold others back in the plan as it stands (no
+        rebuild): when one leaves, the pods it held back may start."""
+        if self._planner is None:
+            return frozenset()
+        return frozenset(r.key for r in self._planner.reservations if r.protected)
+
     def blocked_keys(self) -> list[str]:
         return sorted(self._blocked)
 

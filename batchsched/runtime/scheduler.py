@@ -98,6 +98,7 @@ class Scheduler:
         self.gang_cycle = GangCycle(self)
         self.waits = BackfillWaits(self)
         self.preempting: Preempting | None = None  # PostFilter; set by the app
+        self._holding: frozenset[str] = frozenset()  # reservations holding pods back
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -136,6 +137,18 @@ class Scheduler:
                 self.gang_cycle.run(queued, gang)
             else:
                 self._schedule_pod(queued)
+        self.check_reservations()
+
+    def check_reservations(self) -> None:
+        """A reservation that left the backfill plan (its gang started, was deleted or gave
+        up) no longer holds anything back: the pods it held wait in the pool, so send the
+        pool back (queueing hint: ReservationReleased)."""
+        if self.backfill is None:
+            return
+        holding = self.backfill.holding()
+        if self._holding - holding:
+            self.queue.move_all("ReservationReleased")
+        self._holding = holding
 
     # Preemption (runtime/preempting.py): the capacity held for preemptors, and PostFilter.
 
