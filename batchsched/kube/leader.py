@@ -22,10 +22,12 @@ ended: it writes an empty holder with leaseDurationSeconds 1 so a standby takes 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
 import socket
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -144,8 +146,14 @@ class LeaderElector:
         clock: Clock | None = None,
         metrics: SchedulerMetrics | None = None,
         rng: random.Random | None = None,
+        renew_client: Callable[[], ApiClient] | None = None,
     ) -> None:
         self.config = config if config is not None else LeaderElectionConfig()
+        # With a client factory, renewals run on a thread of their own with their own event
+        # loop and client, as client-go renews in a goroutine of its own: a scheduling cycle
+        # that holds the main loop for seconds (a 1000-member gang) cannot make us miss the
+        # renew deadline. Without one (unit tests on virtual time), on the caller's loop.
+        self._renew_client = renew_client
         # kube-scheduler bounds each leader-election request by renewDeadline, too.
         self._leases = LeaseApi(
             api, self.config.namespace, self.config.name, self.config.renew_deadline
@@ -262,7 +270,8 @@ class LeaderElector:
 
     async def _lead(self, on_started_leading: Callable[[], Awaitable[None]]) -> None:
         leading = asyncio.ensure_future(on_started_leading())
-        renewing = asyncio.create_task(self._keep_renewing(), name=f"lease-renew {self._key}")
+        keep = self._keep_renewing() if self._renew_client is None else self._renew_on_thread()
+        renewing = asyncio.create_task(keep, name=f"lease-renew {self._key}")
         try:
             await asyncio.wait({leading, renewing}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -274,6 +283,38 @@ class LeaderElector:
             if lost is not None:
                 raise lost
         leading.result()
+
+    async def _renew_on_thread(self) -> None:
+        """`_keep_renewing` on a thread with its own loop; raises what it raises
+        (LeadershipLost). Cancelling stops the thread and waits for it."""
+        main = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = main.create_future()
+        renewer = _ThreadRenewer(self)
+
+        def finish(error: BaseException | None) -> None:
+            if not ended.done():
+                if error is None:
+                    ended.set_result(None)
+                else:
+                    ended.set_exception(error)
+
+        def body() -> None:
+            error: BaseException | None = None
+            try:
+                asyncio.run(renewer.run())
+            except BaseException as err:  # handed to the main loop, which raises it
+                error = err
+            main.call_soon_threadsafe(finish, error)
+
+        thread = threading.Thread(target=body, name=f"lease-renew {self._key}", daemon=True)
+        thread.start()
+        try:
+            await asyncio.shield(ended)
+        finally:
+            renewer.stop()
+            if not ended.done():
+                with contextlib.suppress(BaseException):
+                    await ended
 
     async def _keep_renewing(self) -> NoReturn:
         while True:
@@ -365,3 +406,45 @@ class LeaderElector:
         self._leading = leading
         if self._metrics is not None:
             self._metrics.set_leader(self.config.name, leading)
+
+
+class _ThreadRenewer:
+    """The renew loop of one leadership term, run by `asyncio.run` on its own thread."""
+
+    def __init__(self, elector: LeaderElector) -> None:
+        self._elector = elector
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._stop_asked = False
+
+    def stop(self) -> None:
+        """From any thread: end the loop soon (its current request may finish first)."""
+        with self._lock:
+            self._stop_asked = True
+            if self._loop is not None and self._stopping is not None:
+                self._loop.call_soon_threadsafe(self._stopping.set)
+
+    async def run(self) -> None:
+        elector = self._elector
+        factory = elector._renew_client
+        assert factory is not None
+        stopping = asyncio.Event()
+        with self._lock:
+            self._loop, self._stopping = asyncio.get_running_loop(), stopping
+            if self._stop_asked:
+                return
+        async with factory() as api:
+            previous = elector._leases.switch_client(api)
+            try:
+                renewing = asyncio.create_task(elector._keep_renewing())
+                stopped = asyncio.create_task(stopping.wait())
+                await asyncio.wait({renewing, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                renewing.cancel()
+                stopped.cancel()
+                await asyncio.gather(renewing, stopped, return_exceptions=True)
+                lost = None if renewing.cancelled() else renewing.exception()
+                if lost is not None:
+                    raise lost
+            finally:
+                elector._leases.switch_client(previous)

@@ -66,6 +66,12 @@ class LeaseApi:
         self._namespace, self._name, self._timeout = namespace, name, timeout
         self._metadata: dict[str, object] | None = None
 
+    def switch_client(self, api: ApiClient) -> ApiClient:
+        """Make further requests through `api` (a client of the loop that renews); returns
+        the client used until now. The metadata last seen stays."""
+        previous, self._api = self._api, api
+        return previous
+
     async def get(self) -> LeaseRecord | None:
         """The current record, or None when the Lease does not exist."""
         status, body = await self._request("GET", f"{self._collection}/{self._name}", None)

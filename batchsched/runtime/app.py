@@ -184,7 +184,13 @@ class App:
         self.elector: LeaderElector | None = None
         if elect:
             settings = LeaderElectionConfig.from_settings(config.leader_election, options.identity)
-            self.elector = LeaderElector(api, settings, clock=clock, metrics=self.metrics)
+            self.elector = LeaderElector(
+                api,
+                settings,
+                clock=clock,
+                metrics=self.metrics,
+                renew_client=lambda: ApiClient(api.configuration),
+            )
             fence_writes(api, self.may_write)
         self.quotas = Quotas(
             api,
