@@ -355,6 +355,10 @@ class Informer(Generic[T]):
             query.append(("labelSelector", self.resource.label_selector))
         return query
 
+    async def relist(self) -> None:
+        """List now and deliver the difference (what a 410 Gone leads to); tests force one."""
+        await self._list()
+
     async def _list(self) -> None:
         start = time.perf_counter()
         listing: Listing[T] = Listing([], set())

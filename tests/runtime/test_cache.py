@@ -367,3 +367,19 @@ def test_forget_after_the_runner_already_unreserved_the_pod() -> None:
     cache.forget(pod)
     assert cpu_on(cache, "n1") == (0, 0) and not cache.is_assumed(pod.uid)
     assert accounting_errors(cache.snapshot) == []
+
+
+def test_by_default_a_pod_whose_binding_was_accepted_never_expires() -> None:
+    """kube-scheduler has not expired such pods since 1.23: a watch that reconnects slowly
+    after an API server restart must not free GPUs that are in use."""
+    clock = FakeClock()
+    cache = SchedulerCache(clock)
+    cache.add_node(make_node("n1").view())
+    pod = make_pod("bound").cpu("1").view()
+    cache.assume(pod, "n1")
+    cache.finish_binding(pod)
+    clock.advance(24 * 3600)
+    assert cache.cleanup_expired() == []
+    assert cache.is_assumed(pod.uid) and cpu_on(cache, "n1") == (1000, 1)
+    cache.remove_pod(pod)  # the relist says it is gone
+    assert cpu_on(cache, "n1") == (0, 0)
