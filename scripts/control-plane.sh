@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane (etcd + kube-apiserver [+ kube-scheduler]) on
-# 127.0.0.1 for tests. No kubelets, no controller-manager, no containers.
+# A real Kubernetes control plane (etcd + kube-apiserver [+ kube-scheduler, KWOK's simulated
+# kubelets, kube-controller-manager]) on 127.0.0.1 for tests. No containers ever run.
 #
-#   scripts/control-plane.sh install         # fetch etcd, build k8s binaries (cached)
+#   scripts/control-plane.sh install         # fetch etcd, build k8s binaries and kwok (cached)
 #   scripts/control-plane.sh up              # start etcd + kube-apiserver, wait for /readyz
 #   scripts/control-plane.sh env             # print `export KUBECONFIG=...` lines
 #   scripts/control-plane.sh status
@@ -11,6 +11,11 @@
 #   scripts/control-plane.sh install-coscheduling  # build scheduler-plugins' scheduler (cached)
 #   scripts/control-plane.sh coscheduling-up       # start it (Coscheduling) against the server
 #   scripts/control-plane.sh coscheduling-down
+#   scripts/control-plane.sh install-kwok    # go install sigs.k8s.io/kwok/cmd/kwok (cached)
+#   scripts/control-plane.sh kwok-up         # simulated kubelets for annotated Nodes
+#   scripts/control-plane.sh kwok-down
+#   scripts/control-plane.sh controller-manager-up    # job, disruption, garbage collector, ...
+#   scripts/control-plane.sh controller-manager-down
 #   scripts/control-plane.sh down [--purge]  # stop; --purge also deletes the state dir
 #
 # See docs/control-plane.md for the environment variables.
@@ -36,14 +41,25 @@ SP_BINARY="scheduler-plugins-$SP_VERSION"
 SP_SCHEDULER_NAME=scheduler-plugins-scheduler
 PODGROUP_CRD="$REPO_ROOT/deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
 
-K8S_BINARIES=(kube-apiserver kube-scheduler kubectl)
+K8S_BINARIES=(kube-apiserver kube-scheduler kubectl kube-controller-manager)
 ETCD_BINARIES=(etcd etcdctl)
+
+# KWOK: simulated kubelets for Nodes that carry KWOK_NODE_ANNOTATION, with the stages in
+# scripts/kwok/. Installed with `go install`, named by its release.
+KWOK_VERSION="${BATCHSCHED_KWOK_VERSION:-v0.8.0}"
+KWOK_BINARY="kwok-$KWOK_VERSION"
+KWOK_STAGES="$REPO_ROOT/scripts/kwok"
+KWOK_NODE_ANNOTATION="kwok.x-k8s.io/node=fake"
+
+# What tests need from kube-controller-manager: Jobs, PDB status (read by the Eviction API),
+# garbage collection of owned objects, ResourceClaims from a Pod's claim templates.
+CONTROLLERS="${BATCHSCHED_CONTROLLERS:-job-controller,disruption-controller,garbage-collector-controller,resourceclaim-controller}"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 die() { printf '[control-plane] ERROR: %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # --------------------------------------------------------------------------
@@ -59,7 +75,7 @@ find_go() {
 
 binaries_present() {
   local b
-  for b in "${K8S_BINARIES[@]}" "${ETCD_BINARIES[@]}"; do
+  for b in "${K8S_BINARIES[@]}" "${ETCD_BINARIES[@]}" "$KWOK_BINARY"; do
     [[ -x "$BIN_DIR/$b" ]] || return 1
   done
 }
@@ -239,7 +255,7 @@ k8s_ldflags() {
 # (it takes minutes), with a progress line a minute; OUTPUT appears only when it succeeded.
 go_build() {
   local label="$1" moddir="$2" pkg="$3" out="$4" ldflags="$5" buildlog="$6"
-  local name tmp t0=$SECONDS pid elapsed
+  local name tmp
   name="$(basename "$out")"
   tmp="$(dirname "$out")/.$name.tmp"
   (
@@ -247,7 +263,14 @@ go_build() {
     export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
     exec "$GO" build -v -trimpath -ldflags "$ldflags" -o "$tmp" "$pkg"
   ) >>"$buildlog" 2>&1 &
-  pid=$!
+  wait_build "$label" "$name" "$buildlog" $!
+  mv -f "$tmp" "$out"
+}
+
+# wait_build LABEL NAME BUILDLOG PID: a progress line a minute until PID exits; dies with
+# the log tail when it failed.
+wait_build() {
+  local label="$1" name="$2" buildlog="$3" pid="$4" t0=$SECONDS elapsed
   while kill -0 "$pid" 2>/dev/null; do
     sleep 5
     elapsed=$((SECONDS - t0))
@@ -259,7 +282,6 @@ go_build() {
     tail -n 40 "$buildlog" >&2
     die "go build of $name failed (full log: $buildlog)"
   fi
-  mv -f "$tmp" "$out"
   log "$label:   $name built in $((SECONDS - t0)) s"
 }
 
@@ -276,7 +298,41 @@ cmd_install() {
   fi
   install_etcd
   build_k8s
+  cmd_install_kwok
   log "installed $K8S_VERSION into $BIN_DIR ($(du -sh "$BIN_DIR" | cut -f1))"
+}
+
+# --------------------------------------------------------------------------
+# install-kwok: KWOK's kwok binary (simulated kubelets), from the Go module proxy
+# --------------------------------------------------------------------------
+cmd_install_kwok() {
+  mkdir -p "$BIN_DIR"
+  if command -v flock >/dev/null; then
+    exec 7>"$K8S_DIR/.install-kwok.lock"
+    flock 7
+  fi
+  if [[ -x "$BIN_DIR/$KWOK_BINARY" ]]; then
+    log "kwok: cached ($BIN_DIR/$KWOK_BINARY)"
+    return 0
+  fi
+  GO="$(find_go)"
+  local gobin="$K8S_DIR/kwok-gobin" buildlog="$K8S_DIR/$KWOK_BINARY.build.log"
+  rm -rf "$gobin"
+  mkdir -p "$gobin"
+  : > "$buildlog"
+  log "kwok: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION with $("$GO" version | awk '{print $3}')"
+  log "kwok: about 1.5 min on 2 cores; log: $buildlog"
+  # Module mode with the release's own go.mod: no -mod flag, no workspace.
+  (
+    unset GOFLAGS
+    export CGO_ENABLED=0 GOBIN="$gobin" GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOWORK=off
+    exec "$GO" install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  ) >>"$buildlog" 2>&1 &
+  wait_build kwok kwok "$buildlog" $!
+  [[ -x "$gobin/kwok" ]] || die "go install left no kwok binary in $gobin"
+  mv -f "$gobin/kwok" "$BIN_DIR/$KWOK_BINARY"
+  rm -rf "$gobin"
+  log "kwok: installed $BIN_DIR/$KWOK_BINARY ($(du -sh "$BIN_DIR/$KWOK_BINARY" | cut -f1))"
 }
 
 # --------------------------------------------------------------------------
@@ -470,6 +526,10 @@ cmd_up() {
     local p="$STATE/pki" extra=()
     # shellcheck disable=SC2206
     [[ -n "${BATCHSCHED_APISERVER_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_APISERVER_EXTRA_ARGS})
+    # WatchList off: with it, the server turns every watch from resourceVersion "" or "0"
+    # into a watch-list stream, which needs etcd progress notifications that etcd 3.5.1
+    # lacks, so such a watch fails at once. kwok watches that way: it would only see
+    # changes on its relists, up to 30 s late.
     start_bg kube-apiserver "$STATE/kube-apiserver.log" "$BIN_DIR/kube-apiserver" \
       --bind-address=$HOST \
       --advertise-address=$HOST \
@@ -491,6 +551,7 @@ cmd_up() {
       --endpoint-reconciler-type=none \
       --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
       --profiling=false \
+      --feature-gates=WatchList=false \
       "${extra[@]}"
     wait_ready kube-apiserver "$STATE/kube-apiserver.log" apiserver_ready
   fi
@@ -508,6 +569,8 @@ cmd_down() {
   if [[ -d "$STATE" ]]; then
     stop_proc kube-scheduler
     stop_proc scheduler-plugins
+    stop_proc kwok
+    stop_proc kube-controller-manager
     stop_proc kube-apiserver
     stop_proc etcd
   else
@@ -685,6 +748,92 @@ cmd_coscheduling_down() {
 }
 
 # --------------------------------------------------------------------------
+# kwok: simulated kubelets for the Nodes annotated kwok.x-k8s.io/node=fake
+# --------------------------------------------------------------------------
+kwok_healthy() {
+  [[ "$(curl -sS --max-time 2 "http://$HOST:$KWOK_PORT/healthz" 2>/dev/null)" == ok ]]
+}
+
+cmd_kwok_up() {
+  [[ -x "$BIN_DIR/$KWOK_BINARY" ]] \
+    || die "$KWOK_BINARY missing in $BIN_DIR; run: scripts/control-plane.sh install-kwok"
+  apiserver_ready || die "kube-apiserver is not up; run: scripts/control-plane.sh up"
+  if pid_alive kwok; then
+    log "kwok already running (pid $(cat "$STATE/kwok.pid"))"
+    return 0
+  fi
+  KWOK_PORT="$(choose_port kwok BATCHSCHED_KWOK_PORT 10247)"
+  local stages=() f extra=()
+  for f in "$KWOK_STAGES"/*.yaml; do stages+=(--config "$f"); done
+  ((${#stages[@]} > 0)) || die "no stage files in $KWOK_STAGES"
+  # shellcheck disable=SC2206
+  [[ -n "${BATCHSCHED_KWOK_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_KWOK_EXTRA_ARGS})
+  mkdir -p "$STATE/kwok"
+  : > "$STATE/kwok.log"
+  log "starting kwok $KWOK_VERSION for Nodes annotated $KWOK_NODE_ANNOTATION (health port $KWOK_PORT)"
+  # KWOK_WORKDIR: never read a user's ~/.kwok/kwok.yaml.
+  start_bg kwok "$STATE/kwok.log" env KWOK_WORKDIR="$STATE/kwok" "$BIN_DIR/$KWOK_BINARY" \
+    "${stages[@]}" \
+    --kubeconfig="$STATE/admin.kubeconfig" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector="$KWOK_NODE_ANNOTATION" \
+    --node-lease-duration-seconds=40 \
+    --cidr=10.244.0.0/16 \
+    --server-address="$HOST:$KWOK_PORT" \
+    "${extra[@]}"
+  echo "KWOK_PORT=$KWOK_PORT" > "$STATE/kwok.env"
+  wait_ready kwok "$STATE/kwok.log" kwok_healthy
+  log "kwok is healthy (log $STATE/kwok.log, stages $KWOK_STAGES)"
+}
+
+cmd_kwok_down() {
+  [[ -d "$STATE" ]] || { log "nothing to stop"; return 0; }
+  stop_proc kwok
+}
+
+# --------------------------------------------------------------------------
+# controller-manager: kube-controller-manager with the controllers tests need
+# --------------------------------------------------------------------------
+controller_manager_healthy() {
+  [[ "$(curl -sSk --max-time 2 "https://$HOST:$CONTROLLER_MANAGER_PORT/healthz" 2>/dev/null)" == ok ]]
+}
+
+cmd_controller_manager_up() {
+  require_binaries
+  apiserver_ready || die "kube-apiserver is not up; run: scripts/control-plane.sh up"
+  if pid_alive kube-controller-manager; then
+    log "kube-controller-manager already running (pid $(cat "$STATE/kube-controller-manager.pid"))"
+    return 0
+  fi
+  CONTROLLER_MANAGER_PORT="$(choose_port kube-controller-manager BATCHSCHED_CONTROLLER_MANAGER_PORT 10357)"
+  local kc="$STATE/admin.kubeconfig" extra=()
+  # shellcheck disable=SC2206
+  [[ -n "${BATCHSCHED_CONTROLLER_MANAGER_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_CONTROLLER_MANAGER_EXTRA_ARGS})
+  : > "$STATE/kube-controller-manager.log"
+  log "starting kube-controller-manager $K8S_VERSION ($CONTROLLERS; secure port $CONTROLLER_MANAGER_PORT)"
+  start_bg kube-controller-manager "$STATE/kube-controller-manager.log" "$BIN_DIR/kube-controller-manager" \
+    --kubeconfig="$kc" \
+    --authentication-kubeconfig="$kc" \
+    --authorization-kubeconfig="$kc" \
+    --leader-elect=false \
+    --use-service-account-credentials=false \
+    --controllers="$CONTROLLERS" \
+    --kube-api-qps=5000 \
+    --kube-api-burst=5000 \
+    --bind-address=$HOST \
+    --secure-port="$CONTROLLER_MANAGER_PORT" \
+    "${extra[@]}"
+  echo "CONTROLLER_MANAGER_PORT=$CONTROLLER_MANAGER_PORT" > "$STATE/kube-controller-manager.env"
+  wait_ready kube-controller-manager "$STATE/kube-controller-manager.log" controller_manager_healthy
+  log "kube-controller-manager is healthy (log $STATE/kube-controller-manager.log)"
+}
+
+cmd_controller_manager_down() {
+  [[ -d "$STATE" ]] || { log "nothing to stop"; return 0; }
+  stop_proc kube-controller-manager
+}
+
+# --------------------------------------------------------------------------
 # env / status
 # --------------------------------------------------------------------------
 cmd_env() {
@@ -703,12 +852,12 @@ cmd_status() {
   echo "binaries: $BIN_DIR ($(binaries_present && echo installed || echo 'NOT installed'))"
   echo "state:    $STATE"
   load_ports 2>/dev/null || true
-  for name in etcd kube-apiserver kube-scheduler scheduler-plugins; do
+  for name in etcd kube-apiserver kube-scheduler scheduler-plugins kwok kube-controller-manager; do
     if pid_alive "$name"; then
-      printf '%-17s running (pid %s)\n' "$name" "$(cat "$STATE/$name.pid")"
+      printf '%-24s running (pid %s)\n' "$name" "$(cat "$STATE/$name.pid")"
     else
-      printf '%-17s stopped\n' "$name"
-      [[ "$name" == kube-scheduler || "$name" == scheduler-plugins ]] || rc=3
+      printf '%-24s stopped\n' "$name"
+      if [[ "$name" == etcd || "$name" == kube-apiserver ]]; then rc=3; fi
     fi
   done
   if apiserver_ready; then
@@ -735,6 +884,11 @@ main() {
     install-coscheduling) cmd_install_coscheduling "$@" ;;
     coscheduling-up) cmd_coscheduling_up "$@" ;;
     coscheduling-down) cmd_coscheduling_down "$@" ;;
+    install-kwok) cmd_install_kwok "$@" ;;
+    kwok-up) cmd_kwok_up "$@" ;;
+    kwok-down) cmd_kwok_down "$@" ;;
+    controller-manager-up) cmd_controller_manager_up "$@" ;;
+    controller-manager-down) cmd_controller_manager_down "$@" ;;
     -h | --help | help) usage ;;
     "") usage >&2; exit 2 ;;
     *) usage >&2; die "unknown command '$cmd'" ;;

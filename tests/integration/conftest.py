@@ -7,23 +7,28 @@ with the reason; elsewhere they skip with the reason printed.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client, config
 
-from batchsched.kube.client import request_json
+from batchsched.kube.client import MERGE_PATCH, ApiError, request_json
 from tests.integration.control_plane import (
     ROOT,
     ControlPlane,
     ControlPlaneUnavailable,
     start,
+    start_kwok,
     stop,
+    stop_kwok,
 )
+from tests.integration.helpers import wait_for
 
 CRDS = ROOT / "deploy" / "crds"
 POD_GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1"
+JOBS = "/apis/batch/v1"
+EMPTY_TIMEOUT_S = 30.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -46,6 +51,25 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         yield plane
     finally:
         stop(plane)
+
+
+@pytest.fixture(scope="session")
+def kwok_plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The session's control plane with kwok and kube-controller-manager running too.
+
+    Started the first time a test asks for it; from then on the rest of the session has
+    them: Nodes annotated for kwok get simulated kubelets, and Jobs, PDB status and
+    garbage collection work (tests/integration/kwok.py)."""
+    try:
+        start_kwok(control_plane)
+    except ControlPlaneUnavailable as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"kwok / kube-controller-manager unavailable in CI: {err}", pytrace=False)
+        pytest.skip(f"kwok / kube-controller-manager unavailable: {err}")
+    try:
+        yield control_plane
+    finally:
+        stop_kwok(control_plane)
 
 
 def install_crds(plane: ControlPlane) -> None:
@@ -73,16 +97,63 @@ async def api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
         yield api_client
 
 
+@pytest.fixture
+async def kwok_api(kwok_plane: ControlPlane, api: client.ApiClient) -> client.ApiClient:
+    """`api`, on a session where kwok and kube-controller-manager run."""
+    return api
+
+
 async def empty_cluster(api_client: client.ApiClient) -> None:
+    await delete_jobs(api_client)
+    await delete_pods(api_client)
     core = client.CoreV1Api(api_client)
-    pods = await core.list_pod_for_all_namespaces()
-    for pod in pods.items:
-        await core.delete_namespaced_pod(
-            pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0
-        )
     nodes = await core.list_node()
     for node in nodes.items:
         await core.delete_node(node.metadata.name)
+
+
+async def delete_jobs(api_client: client.ApiClient) -> None:
+    """Jobs first, or their controller would create pods again; the garbage collector (where
+    it runs) and delete_pods take care of the pods."""
+    listing = await request_json(api_client, "GET", f"{JOBS}/jobs")
+    for job in listing.get("items") or []:  # type: ignore[attr-defined]
+        meta = job["metadata"]
+        path = f"{JOBS}/namespaces/{meta['namespace']}/jobs/{meta['name']}"
+        await ignore_gone(
+            request_json(api_client, "DELETE", path, query=[("propagationPolicy", "Background")])
+        )
+
+
+async def delete_pods(api_client: client.ApiClient) -> None:
+    """Grace period 0 removes a pod at once (kwok's included) unless a finalizer holds it,
+    like the Job controller's tracking finalizer: those are dropped. Repeated until no pod
+    is left, so that one a controller created meanwhile does not leak into the next test."""
+
+    async def none_left() -> bool:
+        listing = await request_json(api_client, "GET", "/api/v1/pods")
+        items = listing.get("items") or []
+        for pod in items:  # type: ignore[attr-defined]
+            meta = pod["metadata"]
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            if meta.get("finalizers"):
+                patch = {"metadata": {"finalizers": None}}
+                await ignore_gone(
+                    request_json(api_client, "PATCH", path, body=patch, content_type=MERGE_PATCH)
+                )
+            await ignore_gone(
+                request_json(api_client, "DELETE", path, query=[("gracePeriodSeconds", "0")])
+            )
+        return not items
+
+    await wait_for(none_left, timeout=EMPTY_TIMEOUT_S, what="every pod deleted")
+
+
+async def ignore_gone(request: Awaitable[object]) -> None:
+    try:
+        await request
+    except ApiError as err:
+        if err.status != 404:
+            raise
 
 
 async def delete_pod_groups(api_client: client.ApiClient) -> None:

@@ -79,3 +79,18 @@ def start(state_dir: Path) -> ControlPlane:
 def stop(plane: ControlPlane) -> None:
     _run([str(SCRIPT), "scheduler-down"], plane.env, 60)
     _run([str(SCRIPT), "down", "--purge"], plane.env, 120)
+
+
+def start_kwok(plane: ControlPlane) -> None:
+    """kwok (simulated kubelets for annotated Nodes) and kube-controller-manager.
+
+    `install` (run by `start`) already built both; install-kwok is a no-op then, and only
+    builds kwok for a cache filled before `install` learnt about it."""
+    _run([str(SCRIPT), "install-kwok"], plane.env, INSTALL_TIMEOUT_S)
+    _run([str(SCRIPT), "kwok-up"], plane.env, 120)
+    _run([str(SCRIPT), "controller-manager-up"], plane.env, 120)
+
+
+def stop_kwok(plane: ControlPlane) -> None:
+    _run([str(SCRIPT), "controller-manager-down"], plane.env, 60)
+    _run([str(SCRIPT), "kwok-down"], plane.env, 60)
