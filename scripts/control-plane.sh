@@ -321,7 +321,7 @@ cmd_install_kwok() {
   mkdir -p "$gobin"
   : > "$buildlog"
   log "kwok: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION with $("$GO" version | awk '{print $3}')"
-  log "kwok: about 1.5 min on 2 cores; log: $buildlog"
+  log "kwok: about 4.5 CPU-minutes (2-3 min on 2 idle cores); log: $buildlog"
   # Module mode with the release's own go.mod: no -mod flag, no workspace.
   (
     unset GOFLAGS
