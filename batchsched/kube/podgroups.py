@@ -50,15 +50,19 @@ class PodGroupStatusWriter:
         self._timeout = timeout
         self._written: OrderedDict[str, dict[str, object]] = OrderedDict()
 
-    async def update(self, group: PodGroupView, status: Mapping[str, object]) -> None:
+    async def update(self, group: PodGroupView, status: Mapping[str, object]) -> bool:
+        """Write `status` unless it is what we wrote last; False when the write failed (the
+        caller tries again later)."""
         wanted = copy.deepcopy(dict(status))  # the caller may reuse and mutate its mapping
         if self._written.get(group.uid) == wanted:
-            return
-        if await self._patch(group, wanted):
-            self._written[group.uid] = wanted
-            self._written.move_to_end(group.uid)
-            while len(self._written) > MAX_REMEMBERED:
-                self._written.popitem(last=False)
+            return True
+        if not await self._patch(group, wanted):
+            return False
+        self._written[group.uid] = wanted
+        self._written.move_to_end(group.uid)
+        while len(self._written) > MAX_REMEMBERED:
+            self._written.popitem(last=False)
+        return True
 
     def forget(self, uid: str) -> None:
         """The PodGroup is gone: drop what we remembered about it."""

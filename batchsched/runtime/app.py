@@ -23,7 +23,7 @@ from batchsched.cache import SchedulerCache
 from batchsched.clock import SystemClock
 from batchsched.config import SchedulerConfig
 from batchsched.framework.profile import Profile
-from batchsched.gang.podgroup import parse_pod_group
+from batchsched.gang.podgroup import PodGroupView, parse_pod_group
 from batchsched.kube.binder import EventRecorder, KubeBinder, ObjectRef, PodStatusWriter
 from batchsched.kube.client import api_client, fence_writes, request_json
 from batchsched.kube.disruption import PDBS, DisruptionBudgets, parse_disruption_budget
@@ -394,7 +394,11 @@ class App:
             group = self.gangs.group(key)
             if group is not None:
                 status = self.gangs.status_of(key, self.cache.snapshot, time.time())
-                self.scheduler.spawn(self.group_status.update(group, status))
+                self.scheduler.spawn(self._write_status(key, group, status))
+
+    async def _write_status(self, key: str, group: PodGroupView, status: dict[str, object]) -> None:
+        if not await self.group_status.update(group, status):
+            self.gangs.dirty.add(key)  # lost (API unavailable, a conflict): the next round
 
     async def _housekeeping(self) -> None:
         last_summary = time.monotonic()
