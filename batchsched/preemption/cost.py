@@ -1,9 +1,16 @@
 """The cost order of a victim set, and cheap arithmetic bounds that prune the search.
 
-A cost is a tuple compared lexicographically, smaller is better:
-(PDBs broken, victim pods, highest victim priority, GPUs lost, seconds run, nodes touched,
-zones touched). The last two make a gang preemptor's victims sit on as few nodes, then
-zones, as the rest allows.
+A cost is a tuple compared lexicographically, smaller is better. The first five are
+kube-scheduler's DefaultPreemption order for picking a candidate (pickOneNodeForPreemption):
+  1. victims beyond their PodDisruptionBudget (PDB violations),
+  2. the highest victim priority,
+  3. the sum of victim priorities, each offset by 2**31 as kube does (so every victim adds),
+  4. victim pods,
+  5. how long the longest-running victim of that highest priority has run (kube: the
+     latest start time among them wins);
+then ours, for what kube leaves tied: GPUs lost, seconds run summed over the victims, nodes
+touched, zones touched. The last two make a gang preemptor's victims sit on as few nodes,
+then zones, as the rest allows.
 
 Arithmetic here never decides that a preemptor fits (the framework does); it only rules out
 sets that cannot possibly free enough, which is safe because plugins only ever ask for more.
@@ -15,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from batchsched.model.pod import PodView
 from batchsched.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, NVIDIA_GPU, PODS
-from batchsched.preemption.model import DisruptionBudget
+from batchsched.preemption.model import DisruptionBudget, budget_violations
 from batchsched.preemption.units import NodeFacts, Unit
 from batchsched.snapshot import NodeInfo, Snapshot
 
@@ -23,12 +30,12 @@ Cost = tuple[int, ...]
 
 
 def budgets_broken(units: Iterable[Unit], budgets: Sequence[DisruptionBudget]) -> int:
-    """How many budgets the set evicts more pods of than status.disruptionsAllowed permits."""
+    """Victims of the set beyond their budget's status.disruptionsAllowed."""
     taken: dict[int, int] = {}
     for unit in units:
         for index, count in unit.budget_hits:
             taken[index] = taken.get(index, 0) + count
-    return sum(1 for i, n in taken.items() if n > max(0, budgets[i].disruptions_allowed))
+    return budget_violations(taken, budgets)
 
 
 def plan_cost(units: Sequence[Unit], budgets: Sequence[DisruptionBudget]) -> Cost:
@@ -37,10 +44,13 @@ def plan_cost(units: Sequence[Unit], budgets: Sequence[DisruptionBudget]) -> Cos
     for unit in units:
         nodes |= unit.nodes
         zones |= unit.zones
+    top = max((u.priority for u in units), default=0)
     return (
         budgets_broken(units, budgets),
+        top,
+        sum(u.priority_sum for u in units),
         sum(len(u.pods) for u in units),
-        max((u.priority for u in units), default=0),
+        max((u.top_run_s for u in units if u.priority == top), default=0),
         sum(u.gpus for u in units),
         sum(u.run_s for u in units),
         len(nodes),
@@ -50,7 +60,15 @@ def plan_cost(units: Sequence[Unit], budgets: Sequence[DisruptionBudget]) -> Cos
 
 def evict_first(unit: Unit) -> tuple[int, ...]:
     """Sort key, cheapest to evict first (a unit that alone breaks a budget goes last)."""
-    return (unit.breaks_alone, len(unit.pods), unit.priority, unit.gpus, unit.run_s)
+    return (
+        unit.breaks_alone,
+        unit.priority,
+        unit.priority_sum,
+        len(unit.pods),
+        unit.top_run_s,
+        unit.gpus,
+        unit.run_s,
+    )
 
 
 def demand(pods: Iterable[PodView]) -> dict[str, int]:
@@ -135,11 +153,19 @@ def node_lower_bound(short: Mapping[str, int], facts: NodeFacts) -> Cost | None:
                 break
         else:
             return None
+    columns = (facts.priority_sums, facts.pods, facts.gpus, facts.runs)
     if needed == count:
-        pods, gpus, runs = sum(facts.pods), sum(facts.gpus), sum(facts.runs)
+        sums, pods, gpus, runs = (sum(c) for c in columns)
     else:
-        pods = sum(sorted(facts.pods)[:needed])
-        gpus = sum(sorted(facts.gpus)[:needed])
-        runs = sum(sorted(facts.runs)[:needed])
+        sums, pods, gpus, runs = (sum(sorted(c)[:needed]) for c in columns)
     gpus = max(gpus, short.get(NVIDIA_GPU, 0))
-    return (0, pods, facts.lowest_priority, gpus, runs, 1, 1)
+    lowest = min(facts.priorities)
+    return (0, lowest, sums, pods, _top_run_bound(facts, lowest, needed), gpus, runs, 1, 1)
+
+
+def _top_run_bound(facts: NodeFacts, lowest: int, needed: int) -> int:
+    """The longest run at the top priority, for a set whose top priority is `lowest` (a set
+    with a higher one costs more already, whatever comes after the priority): all its units
+    are of that priority, and it has at least `needed` of them."""
+    runs = sorted(r for r, p in zip(facts.top_runs, facts.priorities, strict=True) if p == lowest)
+    return runs[min(needed, len(runs)) - 1]

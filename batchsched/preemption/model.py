@@ -18,11 +18,14 @@ from batchsched.model.selectors import LabelSelector
 
 __all__ = [
     "LONE_POD_PREFIX",
+    "BudgetExcess",
     "DisruptionBudget",
     "NoPlan",
     "PreemptionPlan",
     "PreemptionRequest",
     "VictimGang",
+    "budget_violations",
+    "budgets_exceeded",
     "gpus_of",
 ]
 
@@ -50,6 +53,47 @@ class DisruptionBudget:
 
     def covers(self, pod: PodView) -> bool:
         return pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def budget_violations(taken: Mapping[int, int], budgets: Sequence[DisruptionBudget]) -> int:
+    """Purely computational: victims beyond their budget, kube-scheduler's "PDB violations".
+
+    `taken`: budget index -> victims it covers. A budget allowing `a` disruptions that covers
+    `n` victims has n - a of them violating it (kube counts violating victims, not budgets;
+    a pod under two budgets cannot be evicted at all, so the overlap is not weighed)."""
+    return sum(max(0, n - max(0, budgets[i].disruptions_allowed)) for i, n in taken.items())
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetExcess:
+    """A budget that evicting the victims would break: it covers more than it allows."""
+
+    budget: DisruptionBudget
+    covered: int  # victims it covers
+
+    def describe(self) -> str:
+        allowed = self.budget.disruptions_allowed
+        return (
+            f"PodDisruptionBudget {self.budget.key} ({_count(self.covered, 'victim')} "
+            f"covered, {_count(allowed, 'disruption')} allowed)"
+        )
+
+
+def budgets_exceeded(
+    victims: Sequence[PodView], budgets: Sequence[DisruptionBudget]
+) -> tuple[BudgetExcess, ...]:
+    """Purely computational: the budgets whose status.disruptionsAllowed is below the number
+    of victims they cover (the Eviction API would refuse one of those evictions)."""
+    found = []
+    for budget in budgets:
+        covered = sum(1 for p in victims if budget.covers(p))
+        if covered > max(0, budget.disruptions_allowed):
+            found.append(BudgetExcess(budget, covered))
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +149,10 @@ class VictimGang:
 class PreemptionPlan:
     victims: tuple[VictimGang, ...]
     placements: Mapping[str, str]  # preemptor uid -> nominated node
-    budget_violations: int  # PDBs this plan breaks (only when nothing else works)
-    # (PDBs broken, victim pods, highest victim priority, GPUs lost, seconds run, nodes
-    # touched, zones touched): smaller is better, compared in this order.
+    # Victims beyond their PodDisruptionBudget (only when nothing else works; the runtime
+    # does not start such a plan: the Eviction API would refuse it).
+    budget_violations: int
+    # See preemption/cost.py: smaller is better, compared in order.
     cost: tuple[int, ...] = field(default=())
 
     def victim_pods(self) -> tuple[PodView, ...]:
@@ -123,7 +168,7 @@ class PreemptionPlan:
             f"{', '.join(nodes)}"
         )
         if self.budget_violations:
-            text += f", breaking {_count(self.budget_violations, 'PodDisruptionBudget')}"
+            text += f", {_count(self.budget_violations, 'victim')} beyond a PodDisruptionBudget"
         return text
 
 

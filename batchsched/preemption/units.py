@@ -11,10 +11,24 @@ from typing import Final, NamedTuple
 
 from batchsched.model.pod import PodView
 from batchsched.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, NVIDIA_GPU, PODS
-from batchsched.preemption.model import LONE_POD_PREFIX, PreemptionRequest, VictimGang, gpus_of
+from batchsched.preemption.model import (
+    LONE_POD_PREFIX,
+    PreemptionRequest,
+    VictimGang,
+    budget_violations,
+    gpus_of,
+)
 from batchsched.snapshot import Snapshot
 
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+# kube-scheduler adds MaxInt32 + 1 to each victim's priority before summing, so that every
+# term is positive: a pod more never makes a set cheaper, whatever its (negative) priority.
+PRIORITY_OFFSET: Final = 2**31
+
+
+def priority_term(pod: PodView) -> int:
+    """A pod's part of the "sum of priorities" in the cost order."""
+    return pod.priority + PRIORITY_OFFSET
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -24,12 +38,14 @@ class Unit:
     key: str
     pods: tuple[PodView, ...]  # as counted in the snapshot (node_name set)
     priority: int  # highest member priority
+    priority_sum: int  # sum of priority_term over the pods
+    top_run_s: int  # seconds run by the longest-running member of the highest priority
     gpus: int
     run_s: int  # seconds run so far, summed over the pods
     nodes: frozenset[str]
     zones: frozenset[str]
     budget_hits: tuple[tuple[int, int], ...]  # (budget index, pods it covers)
-    breaks_alone: bool  # evicting only this unit already exceeds a budget
+    breaks_alone: bool  # evicting only this unit already evicts a pod beyond a budget
     # node name -> what evicting the unit frees there (resource -> amount, "pods" included)
     freed: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
@@ -42,9 +58,11 @@ class NodeFacts(NamedTuple):
     reads, and what each frees on the node of the resources asked about."""
 
     pods: list[int]
-    lowest_priority: int
+    priorities: list[int]
+    priority_sums: list[int]
     gpus: list[int]
     runs: list[int]
+    top_runs: list[int]
     freed: dict[str, list[int]]
 
 
@@ -123,12 +141,13 @@ class Candidates:
             # A pod slot is not in a pod's requests; each pod frees one.
             own = [1] * len(lone) if name == PODS else [p.requests.get(name) for p, _ in lone]
             freed[name] = own + [u.freed[node].get(name, 0) for u in gangs]
-        priorities = [p.priority for p, _ in lone] + [u.priority for u in gangs]
         return NodeFacts(
             [1] * len(lone) + [len(u.pods) for u in gangs],
-            min(priorities, default=0),
+            [p.priority for p, _ in lone] + [u.priority for u in gangs],
+            [priority_term(p) for p, _ in lone] + [u.priority_sum for u in gangs],
             [p.requests.scalar.get(NVIDIA_GPU, 0) for p, _ in lone] + [u.gpus for u in gangs],
             [ran for _, ran in lone] + [u.run_s for u in gangs],
+            [ran for _, ran in lone] + [u.top_run_s for u in gangs],
             freed,
         )
 
@@ -279,18 +298,20 @@ def _unit(
         covered = sum(1 for p in pods if budget.covers(p))
         if covered:
             hits[i] = covered
-    breaks = any(n > max(0, request.budgets[i].disruptions_allowed) for i, n in hits.items())
     nodes = frozenset(p.node_name for p in pods)
+    priority = max(p.priority for p in pods)
     return Unit(
         key=key,
         pods=pods,
-        priority=max(p.priority for p in pods),
+        priority=priority,
+        priority_sum=sum(priority_term(p) for p in pods),
+        top_run_s=max(rules.run_s(p) for p in pods if p.priority == priority),
         gpus=sum(gpus_of(p) for p in pods),
         run_s=sum(rules.run_s(p) for p in pods),
         nodes=nodes,
         zones=frozenset(zones[n] for n in nodes),
         budget_hits=tuple(sorted(hits.items())),
-        breaks_alone=breaks,
+        breaks_alone=budget_violations(hits, request.budgets) > 0,
         freed=_freed(pods),
     )
 

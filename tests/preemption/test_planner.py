@@ -65,6 +65,8 @@ def test_a_pod_protected_by_a_budget_is_spared_when_another_victim_exists() -> N
 
 
 def test_a_budget_is_broken_and_counted_when_nothing_else_works() -> None:
+    # The planner's answer, as kube's: a violation is a last resort. (The runtime does not
+    # start such a plan: the Eviction API would refuse it; tests/runtime/test_preempting.py.)
     nodes = [("n1", 8)]
     guarded = pod("guarded", 8, node="n1", labels={"app": "db"})
     req = request([pod("high", 8, HIGH)], [guarded], budgets=[budget("db", 0, app="db")])
@@ -72,7 +74,16 @@ def test_a_budget_is_broken_and_counted_when_nothing_else_works() -> None:
     assert victim_keys(plan) == ["pod:ml/guarded"]
     assert isinstance(plan, PreemptionPlan) and plan.budget_violations == 1
     assert plan.cost[0] == 1
-    assert plan.describe().endswith("breaking 1 PodDisruptionBudget")
+    assert plan.describe().endswith("1 victim beyond a PodDisruptionBudget")
+
+
+def test_budget_violations_count_victims_beyond_the_budget_as_kube_does() -> None:
+    # Two victims under a budget allowing one: one violation (kube counts violating victims).
+    nodes = [("n1", 8)]
+    guarded = [pod(f"db-{i}", 4, node="n1", labels={"app": "db"}) for i in range(2)]
+    req = request([pod("high", 8, HIGH)], guarded, budgets=[budget("db", 1, app="db")])
+    plan = plan_preemption(req, cluster(nodes, guarded), runner())
+    assert isinstance(plan, PreemptionPlan) and plan.budget_violations == 1
 
 
 def test_a_budget_with_disruptions_left_is_not_broken() -> None:
@@ -148,13 +159,21 @@ def test_a_gang_victim_goes_whole_even_when_one_member_would_do() -> None:
     assert sorted(p.name for p in plan.victim_pods()) == ["low-0", "low-1"]
 
 
-def test_a_lone_pod_is_preferred_to_a_gang_of_two() -> None:
+@pytest.mark.parametrize(
+    ("lone_priority", "expected"),
+    [(0, ["pod:ml/lone"]), (5, ["ml/low"])],
+    ids=[
+        "of equal priority, a lone pod is preferred to a gang of two",
+        "a gang of lower priority goes before a lone pod of higher priority, as in kube",
+    ],
+)
+def test_a_lone_pod_or_a_gang_of_two(lone_priority: int, expected: list[str]) -> None:
     nodes = [("n1", 8), ("n2", 8), ("n3", 8)]
-    running = [*gang_pods("low", ["n1", "n2"], 8), pod("lone", 8, 5, node="n3")]
+    running = [*gang_pods("low", ["n1", "n2"], 8), pod("lone", 8, lone_priority, node="n3")]
     plan = plan_preemption(
         request([pod("high", 8, HIGH)], running), cluster(nodes, running), runner()
     )
-    assert victim_keys(plan) == ["pod:ml/lone"]
+    assert victim_keys(plan) == expected
 
 
 def test_a_gang_with_a_member_of_equal_priority_is_not_a_candidate() -> None:
@@ -170,40 +189,87 @@ def test_a_gang_with_a_member_of_equal_priority_is_not_a_candidate() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("gpus", "first", "second", "expected"),
-    [
-        pytest.param(
-            8,
-            [pod("a", 8, 5, node="n1")],
-            [pod("b0", 4, 1, node="n2"), pod("b1", 4, 1, node="n2")],
-            ["pod:ml/a"],
-            id="fewer victim pods beat lower priority",
-        ),
-        pytest.param(
-            8,
-            [pod("a", 8, 5, node="n1")],
-            [pod("b", 8, 1, node="n2")],
-            ["pod:ml/b"],
-            id="with as many pods, the lower highest priority wins",
-        ),
-        pytest.param(
-            4,
-            [pod("a", 8, 1, node="n1")],
-            [pod("b", 4, 1, node="n2"), pod("c", 4, 2, node="n2")],
-            ["pod:ml/b"],
-            id="with equal pods and priority, fewer GPUs lost wins",
-        ),
-    ],
-)
-def test_the_cost_order_picks_the_node(
-    gpus: int, first: list[PodView], second: list[PodView], expected: list[str]
+def started_ago(**seconds: int) -> dict[str, float]:
+    return {f"uid-ml-{name.replace('_', '-')}": NOW - s for name, s in seconds.items()}
+
+
+# kube-scheduler's DefaultPreemption picks among candidates, in order: fewest PDB violations,
+# lowest highest-victim priority, smallest sum of priorities, fewest victims, latest start of
+# the highest-priority victims; then ours: fewer GPUs lost. Each row ties every earlier rule.
+ORDER = [
+    pytest.param(
+        8,
+        [pod("a", 8, 0, node="n1", labels={"app": "db"})],
+        [pod("b0", 4, 5, node="n2"), pod("b1", 4, 5, node="n2")],
+        {},
+        ["pod:ml/b0", "pod:ml/b1"],
+        id="fewer budget violations beat a lower priority and fewer victims",
+    ),
+    pytest.param(
+        8,
+        [pod("a", 8, 5, node="n1")],
+        [pod("b0", 4, 1, node="n2"), pod("b1", 4, 1, node="n2")],
+        {},
+        ["pod:ml/b0", "pod:ml/b1"],
+        id="a lower highest priority beats fewer victims",
+    ),
+    pytest.param(
+        8,
+        [pod("a", 8, 5, node="n1")],
+        [pod("b", 8, 1, node="n2")],
+        {},
+        ["pod:ml/b"],
+        id="with as many pods, the lower highest priority wins",
+    ),
+    pytest.param(
+        8,
+        [pod("a0", 4, 3, node="n1"), pod("a1", 4, 3, node="n1")],
+        [pod("b0", 4, 3, node="n2"), pod("b1", 4, 1, node="n2")],
+        {},
+        ["pod:ml/b0", "pod:ml/b1"],
+        id="with the same highest priority, the smaller sum of priorities wins",
+    ),
+    pytest.param(
+        8,
+        [pod("a0", 2, 3, node="n1"), pod("a1", 2, -5, node="n1"), pod("a2", 4, -5, node="n1")],
+        [pod("b0", 4, 3, node="n2"), pod("b1", 4, 3, node="n2")],
+        {},
+        ["pod:ml/b0", "pod:ml/b1"],
+        id="a victim more adds to the sum whatever its priority, as kube's offset makes it",
+    ),
+    pytest.param(
+        8,
+        [pod("a-top", 4, 2, node="n1"), pod("a-low", 4, 0, node="n1")],
+        [pod("b-top", 4, 2, node="n2"), pod("b-low", 4, 0, node="n2")],
+        started_ago(a_top=9000, a_low=100, b_top=100, b_low=9000),
+        ["pod:ml/b-low", "pod:ml/b-top"],
+        id="then the latest start of the highest-priority victims, not of all victims",
+    ),
+    pytest.param(
+        4,
+        [pod("a", 8, 1, node="n1")],
+        [pod("b", 4, 1, node="n2"), pod("c", 4, 2, node="n2")],
+        {},
+        ["pod:ml/b"],
+        id="with all of kube's rules tied, fewer GPUs lost wins",
+    ),
+]
+
+
+@pytest.mark.parametrize(("gpus", "first", "second", "started", "expected"), ORDER)
+def test_the_cost_order_picks_the_node_as_kube_scheduler_does(
+    gpus: int,
+    first: list[PodView],
+    second: list[PodView],
+    started: dict[str, float],
+    expected: list[str],
 ) -> None:
     running = [*first, *second]
-    high = pod("high", gpus, HIGH)
-    plan = plan_preemption(
-        request([high], running), cluster([("n1", 8), ("n2", 8)], running), runner()
+    times = {p.uid: NOW - 3600 for p in running} | started
+    req = request(
+        [pod("high", gpus, HIGH)], running, started=times, budgets=[budget("db", 0, app="db")]
     )
+    plan = plan_preemption(req, cluster([("n1", 8), ("n2", 8)], running), runner())
     assert victim_keys(plan) == expected
 
 

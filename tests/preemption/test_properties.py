@@ -9,7 +9,13 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from batchsched.model.pod import PodView
-from batchsched.preemption import NoPlan, PreemptionPlan, PreemptionRequest, plan_preemption
+from batchsched.preemption import (
+    DisruptionBudget,
+    NoPlan,
+    PreemptionPlan,
+    PreemptionRequest,
+    plan_preemption,
+)
 from batchsched.preemption.cost import plan_cost
 from batchsched.preemption.units import Unit, collect
 from batchsched.snapshot import Snapshot
@@ -170,3 +176,43 @@ def test_the_plan_is_the_cheapest_set_by_brute_force(case: Case) -> None:
         assert isinstance(plan, PreemptionPlan), plan
         assert plan.cost == best
         assert plan.budget_violations == best[0]
+
+
+def kube_order(
+    units: tuple[Unit, ...], budgets: list[DisruptionBudget], started: dict[str, float]
+) -> tuple[int, ...]:
+    """kube-scheduler's pickOneNodeForPreemption criteria, read from the victim pods
+    themselves (filterPodsWithPDBViolation for the violations), smaller first."""
+    pods = [p for u in units for p in u.pods]
+    allowed = [b.disruptions_allowed for b in budgets]
+    violating = 0
+    for victim in pods:
+        hit = False
+        for i, b in enumerate(budgets):
+            if b.covers(victim):
+                allowed[i] -= 1
+                hit = hit or allowed[i] < 0
+        violating += hit
+    top = max(p.priority for p in pods)
+    offset_sum = sum(p.priority + 2**31 for p in pods)
+    earliest_top_start = min(started[p.uid] for p in pods if p.priority == top)
+    return (violating, top, offset_sum, len(pods), int(-earliest_top_start))
+
+
+@SETTINGS
+@given(cases(), st.data())
+def test_the_cost_order_refines_kube_schedulers_candidate_order(
+    case: Case, data: st.DataObject
+) -> None:
+    units = collect(case.req, case.snapshot()).units
+    assume(units)
+    pick = st.lists(st.sampled_from(units), min_size=1, unique_by=id).map(tuple)
+    first, second = data.draw(pick), data.draw(pick)
+    budgets, started = list(case.req.budgets), dict(case.req.started)
+    kube_first, kube_second = (kube_order(u, budgets, started) for u in (first, second))
+    ours_first, ours_second = (plan_cost(u, budgets) for u in (first, second))
+    if kube_first < kube_second:
+        assert ours_first < ours_second
+    elif kube_second < kube_first:
+        assert ours_second < ours_first
+    assert ours_first[:4] == kube_first[:4]
