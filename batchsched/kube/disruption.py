@@ -1,9 +1,11 @@
 """PodDisruptionBudgets (policy/v1) on the wire: the informer's ResourceSpec, the parse into
 the planner's `DisruptionBudget`, and the handler that keeps the current set.
 
-Only what the planner weighs is read: the selector and `status.disruptionsAllowed`, which
-the disruption controller keeps current. A budget whose status was never written (no
-controller, or one that has not caught up) allows nothing, as the Eviction API treats it.
+Only what preemption weighs is read: the selector and `status.disruptionsAllowed`, which
+the disruption controller keeps current (and the Eviction API decrements as it evicts). A
+budget whose status was never written (no controller), or was written for an older
+generation of its spec (status.observedGeneration < metadata.generation: the controller has
+not caught up), allows nothing, as the Eviction API treats it (429 "still being processed").
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def parse_disruption_budget(obj: Mapping[str, object]) -> DisruptionBudget:
         status = as_map(obj.get("status"), "status")
         selector = label_selector(spec.get("selector"), "spec.selector")
         allowed = as_int(status.get("disruptionsAllowed"), "status.disruptionsAllowed")
+        generation = as_int(meta.get("generation"), "metadata.generation")
+        observed = as_int(status.get("observedGeneration"), "status.observedGeneration")
     except FieldError as err:
         raise InvalidObject(
             "PodDisruptionBudget", f"{namespace}/{name}", err.field, err.message
@@ -43,7 +47,7 @@ def parse_disruption_budget(obj: Mapping[str, object]) -> DisruptionBudget:
         namespace=namespace,
         name=name,
         selector=SELECTS_NOTHING if selector is None else selector,
-        disruptions_allowed=max(0, allowed),
+        disruptions_allowed=max(0, allowed) if observed >= generation else 0,
     )
 
 

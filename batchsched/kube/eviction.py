@@ -4,7 +4,9 @@ An eviction is refused with 429 when it would break a PodDisruptionBudget (or wh
 disruption controller has not processed the budget yet): the API server, not our own view of
 the budgets, has the last word, so a plan made on a stale view can never break a budget that
 the planner meant to respect. The answer is a value, not an exception: the caller decides
-what a refusal means (the plan is no longer valid; replan, never evict more).
+what a refusal means (runtime/preempting.py: before the plan's first eviction, the plan is
+not started; after it, the victim is tried again after a backoff). A 429 that names no
+budget (API Priority and Fairness throttling) is a failure worth retrying, not a refusal.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ log = logging.getLogger(__name__)
 class EvictionOutcome(Enum):
     EVICTED = "evicted"  # accepted: the pod terminates with its grace period
     GONE = "gone"  # deleted already, or a same-named successor (uid precondition failed)
-    REFUSED = "refused"  # 429: a PodDisruptionBudget does not allow it now
+    REFUSED = "refused"  # 429 naming a budget: a PodDisruptionBudget does not allow it now
     FAILED = "failed"  # any other error, or no answer
 
 
@@ -68,7 +70,7 @@ class KubeEvictor:
 
 def _classify(err: ApiError) -> EvictionResult:
     """Purely computational: an API failure of an eviction, as an outcome."""
-    if err.status == 429:
+    if err.status == 429 and "disruption budget" in err.message.lower():
         return EvictionResult(EvictionOutcome.REFUSED, err.message)
     if err.status == 404 or (err.status == 409 and "uid" in err.message.lower()):
         return EvictionResult(EvictionOutcome.GONE, err.message)

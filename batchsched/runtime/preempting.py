@@ -1,15 +1,22 @@
 """Preemption in the live scheduler: PostFilter, the evictions, and the capacity held meanwhile.
 
-When a pod, or a complete gang, does not fit, and it is not preempting already:
+When a pod, or a complete gang, does not fit, and it is not preempting already (nor waiting
+out a refusal, below):
   1. build a `PreemptionRequest` from live state (start times, budgets, gang membership, what
      its tenant may reclaim) and ask the pure planner on the live snapshot;
-  2. a plan: hold the nominated capacity (below), write status.nominatedNodeName, post a
-     `Preempting` Event, and evict every victim through the Eviction API, one at a time,
-     with a `Preempted` Event on each; the first refusal (a PodDisruptionBudget, 429) ends
-     the plan: nothing more is evicted, the hold goes, and the preemptor replans;
-  3. each victim that goes moves the unschedulable pool; the preemptor's next cycle binds it,
-     or, when every victim is gone and it still does not fit, replans (never evicts more);
-  4. a hold that outlives `hold_timeout_s` (victims that never terminate) is released.
+  2. a plan that some PodDisruptionBudget does not allow (it covers more victims than its
+     status.disruptionsAllowed) is not started: nothing is evicted, the preemptor is told
+     "preemption would violate PodDisruptionBudget ns/name" and may plan again only after a
+     backoff (preemption/execution.py `Refusals`: 5 s doubling to 160 s);
+  3. otherwise: hold the nominated capacity (below), write status.nominatedNodeName, post a
+     `Preempting` Event, and evict the victims through the Eviction API, those a budget
+     covers first, one at a time, with a `Preempted` Event on each. A refusal (429: a budget
+     raced us) of the first eviction ends the plan as in 2. Once one eviction was accepted,
+     every victim goes (`Execution`), even when the preemptor is placed early, deleted or
+     gives up: failed evictions are tried again after a backoff (`expire` drives it);
+  4. each victim that goes moves the unschedulable pool; the preemptor's next cycle binds it,
+     or, when every victim is gone and it still does not fit, replans;
+  5. a hold that outlives `hold_timeout_s` (victims that never terminate) is released.
 
 Holding the capacity: each preemptor pod is counted on its nominated node as a placeholder
 (its own view under the uid `nominated/<uid>`), over-committing the node while the victims
@@ -24,23 +31,26 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.kube.binder import ObjectRef
-from batchsched.kube.eviction import EvictionResult
+from batchsched.kube.eviction import EvictionOutcome, EvictionResult
 from batchsched.model.pod import PodView
 from batchsched.model.resources import NVIDIA_GPU
+from batchsched.preemption.execution import Answer, Execution, Refusals, eviction_order
 from batchsched.preemption.model import (
+    BudgetExcess,
     DisruptionBudget,
     NoPlan,
     PreemptionPlan,
     PreemptionRequest,
+    budgets_exceeded,
 )
 from batchsched.preemption.planner import plan_preemption
-from batchsched.runtime.preemption_inputs import any_lower, gang_membership, started_times
+from batchsched.runtime.preemption_inputs import any_lower, live_request
 from batchsched.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -53,6 +63,12 @@ NOMINATED_PREFIX: Final = "nominated/"
 NEVER: Final = "Never"
 
 Planner = Callable[[PreemptionRequest, Snapshot, ProfileRunner], PreemptionPlan | NoPlan]
+ANSWERS: Final = {
+    EvictionOutcome.EVICTED: Answer.ACCEPTED,
+    EvictionOutcome.GONE: Answer.GONE,
+    EvictionOutcome.REFUSED: Answer.REFUSED,
+    EvictionOutcome.FAILED: Answer.FAILED,
+}
 
 
 class Evictor(Protocol):
@@ -65,7 +81,8 @@ class Nominator(Protocol):
 
 @dataclass(eq=False)
 class InFlight:
-    """One preemptor's plan while its victims terminate."""
+    """One preemptor's plan: the capacity held while its victims terminate (while it is in
+    `Preempting.flights`) and its evictions (while it is in `Preempting.executing`)."""
 
     key: str  # gang key, or "pod:<ns>/<name>"
     priority: int  # the preemptor's (a gang: its highest member's)
@@ -74,8 +91,9 @@ class InFlight:
     group: PodGroupView | None
     deadline: float  # monotonic
     holds: tuple[PodView, ...]  # placeholders, as counted on their nominated nodes
+    execution: Execution
     held: bool = False
-    evicted: set[str] = field(default_factory=set)
+    evicting: bool = False  # an eviction task runs
 
     def terminated(self, snapshot: Snapshot) -> int:
         return sum(1 for p in self.plan.victim_pods() if snapshot.node_of(p.uid) is None)
@@ -118,6 +136,8 @@ class Preempting:
         self.planner = planner
         self.hold_timeout_s = hold_timeout_s
         self.flights: dict[str, InFlight] = {}
+        self.executing: list[InFlight] = []  # plans with evictions left, held or not
+        self.refusals = Refusals()
         self._by_pod: dict[str, str] = {}  # preemptor uid -> its flight's key
 
     # Holds
@@ -168,120 +188,176 @@ class Preempting:
         common case costs no planner run and changes no message."""
         snapshot = self.s.cache.snapshot
         flight = self.flights.get(key)
-        stale: InFlight | None = None
         if flight is not None:
             if flight.terminated(snapshot) < len(flight.plan.victim_pods()):
                 return f"preemption: {flight.progress(snapshot)}"
-            stale = self._drop(key)  # every victim gone and it still does not fit: replan
+            self._drop(key)  # every victim gone and it still does not fit: replan
             logger.info("preemption plan no longer valid key=%s; replanning", key)
-        reclaimable = self.s.tenants.reclaimable(pods) if self.s.tenants is not None else None
-        if not reclaimable and not any_lower(snapshot, max(p.priority for p in pods)):
-            if stale is not None:
-                self._clear_nominations(stale)
+        message = self._preempt(key, pods, group, runner)
+        if flight is not None and key not in self.flights:
+            self._clear_nominations(flight)  # no new plan nominates it
+        return message
+
+    def _preempt(
+        self,
+        key: str,
+        pods: Sequence[PodView],
+        group: PodGroupView | None,
+        runner: ProfileRunner,
+    ) -> str:
+        s = self.s
+        refusal = self.refusals.waiting(key, s.clock.now())
+        if refusal is not None:  # not planned again before its backoff ends
+            return f"{refusal.reason}; nothing evicted, planning again in {refusal.wait_s:g}s"
+        reclaimable = s.tenants.reclaimable(pods) if s.tenants is not None else None
+        if not reclaimable and not any_lower(s.cache.snapshot, max(p.priority for p in pods)):
             return ""
         if any(p.preemption_policy == NEVER for p in pods):
             return "preemption: not attempted, preemptionPolicy is Never"
-        self.s.metrics.preemption_attempts.inc()
-        request = self.request(pods, group, reclaimable or frozenset())
-        answer = self.planner(request, snapshot, runner)
+        s.metrics.preemption_attempts.inc()
+        budgets = tuple(self.budgets())
+        request = live_request(
+            s, pods, group, reclaimable or frozenset(), self.min_runtime_s, budgets
+        )
+        answer = self.planner(request, s.cache.snapshot, runner)
         if isinstance(answer, NoPlan):
-            if stale is not None:
-                self._clear_nominations(stale)
             logger.debug("no preemption plan key=%s reason=%s", key, answer.reason)
             return f"preemption: {answer.reason}"
-        self._start(key, pods, group, answer)
+        exceeded = budgets_exceeded(answer.victim_pods(), budgets)
+        if exceeded:
+            return self._not_started(key, pods, answer, exceeded)
+        self._start(key, pods, group, answer, budgets)
         return f"preemption: {answer.describe()}"
 
-    def request(
+    def _not_started(
         self,
+        key: str,
         pods: Sequence[PodView],
-        group: PodGroupView | None,
-        reclaimable: frozenset[str] = frozenset(),
-    ) -> PreemptionRequest:
-        s = self.s
-        snapshot = s.cache.snapshot
-        now = s.clock.now()
-        seen = s.tenants.started if s.tenants is not None else {}
-        gang_of, min_member = gang_membership(s.gangs, snapshot)
-        return PreemptionRequest(
-            preemptor=tuple(pods),
-            group=group,
-            bound_members=s.gangs.counted(group.key, snapshot) if group is not None else 0,
-            now=now,
-            started=started_times(snapshot, now, s.clock.wall(), seen),
-            min_runtime_s=self.min_runtime_s,
-            budgets=tuple(self.budgets()),
-            gang_of=gang_of,
-            gang_min_member=min_member,
-            reclaimable=reclaimable,
+        plan: PreemptionPlan,
+        exceeded: Sequence[BudgetExcess],
+    ) -> str:
+        """The Eviction API would refuse one of the plan's evictions: evict none of them."""
+        reason = "preemption would violate " + " and ".join(e.describe() for e in exceeded)
+        refusal = self.refusals.refuse(key, reason, self.s.clock.now(), (p.uid for p in pods))
+        self.s.metrics.preemption_budget_violations.inc(len(exceeded))
+        logger.info(
+            "preemption not started key=%s reason=%s wait_s=%g plan=%s",
+            key,
+            reason,
+            refusal.wait_s,
+            plan.describe(),
         )
+        return f"{reason}; nothing evicted, planning again in {refusal.wait_s:g}s"
 
     def _start(
-        self, key: str, pods: Sequence[PodView], group: PodGroupView | None, plan: PreemptionPlan
+        self,
+        key: str,
+        pods: Sequence[PodView],
+        group: PodGroupView | None,
+        plan: PreemptionPlan,
+        budgets: Sequence[DisruptionBudget],
     ) -> None:
         s = self.s
+        now = s.clock.now()
+        victims = plan.victim_pods()
         flight = InFlight(
             key,
             max(p.priority for p in pods),
             plan,
             tuple(pods),
             group,
-            s.clock.now() + self.hold_timeout_s,
+            now + self.hold_timeout_s,
             _placeholders(pods, plan.placements),
+            Execution(eviction_order(victims, budgets), now + self.hold_timeout_s),
         )
         self.flights[key] = flight
+        self.executing.append(flight)
         for pod in pods:
             self._by_pod[pod.uid] = key
         self._hold(flight)
-        victims = plan.victim_pods()
         s.metrics.preemption_victims.observe(len(victims))
-        if plan.budget_violations:
-            s.metrics.preemption_budget_violations.inc(plan.budget_violations)
         logger.info(
-            "preempting key=%s victims=%d units=%d budget_violations=%d plan=%s",
+            "preempting key=%s victims=%d units=%d plan=%s",
             key,
             len(victims),
             len(plan.victims),
-            plan.budget_violations,
             plan.describe(),
         )
-        s.spawn(self._execute(flight))
-
-    # Executing a plan
-
-    async def _execute(self, flight: InFlight) -> None:
-        s = self.s
-        for pod in flight.preemptors:
-            node = flight.plan.placements.get(pod.uid)
+        for pod in pods:
+            node = plan.placements.get(pod.uid)
             if node is not None:
                 s.spawn(self.nominator.set_nominated_node(pod, node))
-        s.spawn(
-            s.events.record(
-                self._regarding(flight),
-                "Normal",
-                "Preempting",
-                "Preempting",
-                flight.plan.describe(),
-            )
-        )
-        for victim in self._eviction_order(flight):
-            if self.flights.get(flight.key) is not flight:
-                return  # released meanwhile: evict nothing more
-            result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
-            if not result.accepted:
-                if self.flights.get(flight.key) is flight:
-                    why = f"the eviction of {victim.key} was refused: {result.message}"
-                    self.release(flight.key, why)
-                return
-            flight.evicted.add(victim.uid)
+        regarding = self._regarding(flight)
+        s.spawn(s.events.record(regarding, "Normal", "Preempting", "Preempting", plan.describe()))
+        s.spawn(self._evict(flight))
+
+    # Executing a plan (the rules: preemption/execution.py)
+
+    async def _evict(self, flight: InFlight) -> None:
+        """Evict the victims that are due, one at a time (one such task per plan)."""
+        if flight.evicting:
+            return
+        flight.evicting = True
+        execution = flight.execution
+        try:
+            while (victim := execution.next_victim(self.s.clock.now())) is not None:
+                if self.s.cache.snapshot.node_of(victim.uid) is None:
+                    execution.went([victim.uid])  # deleted meanwhile: nothing to evict
+                    continue
+                result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
+                self._answered(flight, victim, result)
+        finally:
+            flight.evicting = False
+            if execution.finished and flight in self.executing:
+                self.executing.remove(flight)
+                if execution.given_up:
+                    logger.warning(
+                        "preemption incomplete key=%s victims_left=%d",
+                        flight.key,
+                        len(execution.given_up),
+                    )
+
+    def _answered(self, flight: InFlight, victim: PodView, result: EvictionResult) -> None:
+        s = self.s
+        execution = flight.execution
+        first = not execution.started
+        answer = ANSWERS[result.outcome]
+        retry_s = execution.answered(victim, answer, s.clock.now())
+        if answer is Answer.ACCEPTED:
+            if first:
+                self.refusals.forget(flight.key)  # a plan started: its backoff starts over
             note = self._victim_note(flight, victim)
             s.spawn(s.events.record(victim, "Normal", "Preempted", "Preempting", note))
+        elif answer is Answer.GONE:
+            logger.debug("victim gone before its eviction key=%s victim=%s", flight.key, victim.key)
+        elif execution.ended:
+            self._refused(flight, victim, result.message)
+        elif retry_s is None:
+            note = f"{flight.who()} gave up evicting it: {result.message}"
+            s.spawn(s.events.record(victim, "Warning", "PreemptionIncomplete", "Preempting", note))
+        else:
+            logger.info(
+                "eviction to retry key=%s victim=%s outcome=%s retry_s=%g message=%s",
+                flight.key,
+                victim.key,
+                result.outcome.value,
+                retry_s,
+                result.message,
+            )
 
-    def _eviction_order(self, flight: InFlight) -> list[PodView]:
-        """Victims a budget covers first: if one is refused, nothing else was evicted for it."""
-        budgets = self.budgets()
-        victims = flight.plan.victim_pods()
-        return sorted(victims, key=lambda p: not any(b.covers(p) for b in budgets))
+    def _refused(self, flight: InFlight, victim: PodView, message: str) -> None:
+        """The first eviction was refused (a budget changed since the plan was checked):
+        nothing was evicted; the preemptor waits out a backoff before it plans again."""
+        if self.flights.get(flight.key) is not flight:
+            return  # placed or given up meanwhile: nobody waits for this plan
+        budgets = [f"PodDisruptionBudget {b.key}" for b in self.budgets() if b.covers(victim)]
+        reason = (
+            f"preemption would violate {' and '.join(budgets) or 'a PodDisruptionBudget'}: "
+            f"the eviction of {victim.key} was refused ({message})"
+        )
+        uids = (p.uid for p in flight.preemptors)
+        refusal = self.refusals.refuse(flight.key, reason, self.s.clock.now(), uids)
+        self.release(flight.key, reason, f"nothing evicted, planning again in {refusal.wait_s:g}s")
 
     def _victim_note(self, flight: InFlight, victim: PodView) -> str:
         node = victim.node_name
@@ -304,12 +380,17 @@ class Preempting:
     # Endings
 
     def placed(self, key: str) -> None:
-        """The preemptor was placed: its flight ends (the nominated node stays written)."""
-        if self._drop(key) is not None:
-            logger.info("preemptor placed key=%s", key)
+        """The preemptor was placed: its hold ends (the nominated node stays written). A plan
+        that evicted a victim already still evicts the others."""
+        self.refusals.forget(key)
+        flight = self._drop(key)
+        if flight is not None:
+            left = len(flight.execution.pending()) if flight.execution.started else 0
+            logger.info("preemptor placed key=%s evictions_left=%d", key, left)
 
-    def release(self, key: str, why: str) -> None:
-        """Give up the plan: the hold goes, the nomination is cleared, the preemptor replans."""
+    def release(self, key: str, why: str, then: str = "it will replan") -> None:
+        """Give up waiting: the hold goes, the nomination is cleared, the preemptor replans
+        (a plan that evicted a victim already still evicts the others)."""
         flight = self._drop(key)
         if flight is None:
             return
@@ -322,7 +403,7 @@ class Preempting:
                 "Normal",
                 "PreemptionReleased",
                 "Preempting",
-                f"{flight.plan.describe()}: released, {why}; it will replan",
+                f"{flight.plan.describe()}: released, {why}; {then}",
             )
         )
         s.queue.move_all("PreemptionReleased")
@@ -331,6 +412,7 @@ class Preempting:
         flight = self.flights.pop(key, None)
         if flight is None:
             return None
+        flight.execution.abandon()
         self._unhold(flight)
         for pod in flight.preemptors:
             self._by_pod.pop(pod.uid, None)
@@ -342,9 +424,21 @@ class Preempting:
                 self.s.spawn(self.nominator.set_nominated_node(pod, None))
 
     def expire(self, now: float) -> None:
-        """Holds past their deadline (victims that never terminated) are released."""
+        """The timers, called every second or so: holds past their deadline (victims that
+        never terminated) are released; preemptors whose refusal backoff ended are tried
+        again; evictions due for a retry are made."""
         for key in [k for k, f in self.flights.items() if f.deadline <= now]:
             self.release(key, f"its victims did not terminate within {self.hold_timeout_s:g}s")
+        for refusal in self.refusals.ended(now):
+            self.s.queue.activate(refusal.uids)
+        for flight in list(self.executing):
+            if flight.evicting:
+                continue
+            due = flight.execution.next_retry()
+            if flight.execution.finished:
+                self.executing.remove(flight)
+            elif due is not None and due <= now:
+                self.s.spawn(self._evict(flight))
 
     def victim_gone(self, pod: PodView) -> None:
         """A counted pod went: when it was the last victim of a plan, its preemptors are
@@ -358,7 +452,9 @@ class Preempting:
                 return
 
     def pod_deleted(self, pod: PodView) -> None:
-        """A pending pod was deleted: if it was preempting, its plan ends with it."""
+        """A pending pod was deleted: if it was preempting, its hold ends with it (a plan
+        that evicted a victim already still evicts the others)."""
+        self.refusals.forget_pod(pod.uid)
         key = self._by_pod.get(pod.uid)
         if key is not None:
             self.release(key, f"preemptor {pod.key} was deleted")

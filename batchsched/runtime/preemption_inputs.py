@@ -8,11 +8,45 @@ the pods it weighs, and a snapshot holds thousands.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
+from batchsched.preemption.model import DisruptionBudget, PreemptionRequest
 from batchsched.runtime.gangs import GangTracker
 from batchsched.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from batchsched.runtime.scheduler import Scheduler
+
+
+def live_request(
+    s: Scheduler,
+    pods: Sequence[PodView],
+    group: PodGroupView | None,
+    reclaimable: frozenset[str],
+    min_runtime_s: float,
+    budgets: Sequence[DisruptionBudget],
+) -> PreemptionRequest:
+    """The planner's question for `pods` (a gang: its members still to place), from the
+    scheduler's cache, clock, gang tracker and tenant layer."""
+    snapshot = s.cache.snapshot
+    now = s.clock.now()
+    seen = s.tenants.started if s.tenants is not None else {}
+    gang_of, min_member = gang_membership(s.gangs, snapshot)
+    return PreemptionRequest(
+        preemptor=tuple(pods),
+        group=group,
+        bound_members=s.gangs.counted(group.key, snapshot) if group is not None else 0,
+        now=now,
+        started=started_times(snapshot, now, s.clock.wall(), seen),
+        min_runtime_s=min_runtime_s,
+        budgets=tuple(budgets),
+        gang_of=gang_of,
+        gang_min_member=min_member,
+        reclaimable=reclaimable,
+    )
 
 
 def started_at(pod: PodView, now: float, wall: float, seen: Mapping[str, float]) -> float:

@@ -1,18 +1,22 @@
 """Preemption on a live scheduler against a real kube-apiserver: whole gangs evicted through the
-Eviction API, PodDisruptionBudgets respected, preemptionPolicy Never, quota reclaim across
-tenants, and the minimum runtime.
+Eviction API, PodDisruptionBudgets respected (a plan a budget does not allow is not started;
+a 429 evicts nothing more and is not retried at once), preemptionPolicy Never, quota reclaim
+across tenants, and the minimum runtime.
 
 There are no kubelets: an evicted pod gets a deletionTimestamp and would stay Terminating for
 ever. `Kubelet` below finalises such pods as a kubelet would once their containers stopped:
 it deletes them with grace period 0 (it records their names: they are the victims). Pods
-"start" when bound; where a test needs a pod that has run for an hour, it writes
-status.startTime as the kubelet would.
+"start" when bound; where a test needs a pod that has run for an hour, or one that is Running
+and Ready (the Eviction API ignores budgets for Pending pods), it writes the status as the
+kubelet would. No disruption controller runs here either: tests write a budget's status as it
+would compute it from the pods (so the numbers stay right where one does run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -22,8 +26,9 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from batchsched.kube.client import MERGE_PATCH, ApiError, request_json
+from batchsched.kube.eviction import EvictionResult
 from batchsched.runtime.app import App, RunOptions
-from batchsched.runtime.preempting import PREEMPTION_ANNOTATION
+from batchsched.runtime.preempting import PREEMPTION_ANNOTATION, Evictor
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.integration.control_plane import ControlPlane
 from tests.integration.helpers import create_node, create_pod, delete_pod_now, wait_for
@@ -35,6 +40,7 @@ PDBS = f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets"
 LOW, HIGH, NEVER = "batchsched-test-low", "batchsched-test-high", "batchsched-test-never"
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 TIMEOUT = 30.0
+POLICY = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"}
 
 
 class Kubelet:
@@ -202,6 +208,170 @@ async def budget(api: client.ApiClient, name: str, app_label: str) -> None:
     }
     path = f"{PDBS}/{name}/status"
     await request_json(api, "PATCH", path, body={"status": status}, content_type=MERGE_PATCH)
+
+
+async def max_unavailable(api: client.ApiClient, name: str, allowed: int, healthy: int) -> None:
+    """Create or change budget `name` over the pods labelled app=db to maxUnavailable
+    `allowed`, and write the status the disruption controller computes for `healthy` Ready
+    pods (all of them healthy: it allows `allowed`)."""
+    spec = {"maxUnavailable": allowed, "selector": {"matchLabels": {"app": "db"}}}
+    try:
+        body = {"metadata": {"name": name, "namespace": NS}, "spec": spec}
+        obj = await request_json(api, "POST", PDBS, body={**POLICY, **body})
+    except ApiError as err:
+        if err.status != 409:
+            raise
+        path = f"{PDBS}/{name}"
+        obj = await request_json(api, "PATCH", path, body={"spec": spec}, content_type=MERGE_PATCH)
+    status = {
+        "observedGeneration": obj["metadata"]["generation"],  # type: ignore[index]
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": healthy - allowed,
+        "expectedPods": healthy,
+    }
+    path = f"{PDBS}/{name}/status"
+    await request_json(api, "PATCH", path, body={"status": status}, content_type=MERGE_PATCH)
+
+
+async def running_and_ready(api: client.ApiClient, *names: str) -> None:
+    """What the kubelet writes once the containers run and pass their readiness probe."""
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": at}
+    for name in names:
+        patch = {"status": {"phase": "Running", "startTime": at, "conditions": [ready]}}
+        path = f"/api/v1/namespaces/{NS}/pods/{name}/status"
+        await request_json(api, "PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+
+async def terminating(api: client.ApiClient, name: str) -> bool:
+    return (await pod(api, NS, name))["metadata"].get("deletionTimestamp") is not None
+
+
+async def scheduling_condition(api: client.ApiClient, name: str) -> str:
+    conditions = (await pod(api, NS, name))["status"].get("conditions", [])
+    found = [c for c in conditions if c["type"] == "PodScheduled"]
+    return str(found[0].get("message", "")) if found else ""
+
+
+async def test_a_plan_a_budget_does_not_allow_is_not_started_until_the_budget_allows_it(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await priority_classes(api)
+    await request_json(api, "DELETE", PDBS)
+    await gpu_nodes(api, 1)
+    try:
+        async with running_scheduler(control_plane) as app, kubelet(api) as fake:
+            for name in ("db-0", "db-1"):
+                await create_pod(api, gpu_pod(name, 4).label("app", "db"))
+            await wait_for(lambda: all_bound(api, "db-0", "db-1"), TIMEOUT, "db bound")
+            await running_and_ready(api, "db-0", "db-1")
+            await max_unavailable(api, "guard", allowed=1, healthy=2)
+            await wait_for(lambda: len(app.budgets.budgets()) == 1, TIMEOUT, "budget seen")
+
+            # Both db pods must go for it, and the budget allows one disruption.
+            await create_pod(api, gpu_pod("urgent", 8, HIGH))
+            why = (
+                "preemption would violate PodDisruptionBudget default/guard "
+                "(2 victims covered, 1 disruption allowed)"
+            )
+
+            async def told() -> bool:
+                found = await notes(api, "urgent", "FailedScheduling")
+                return any(why in n for n in found) and why in await scheduling_condition(
+                    api, "urgent"
+                )
+
+            await wait_for(told, TIMEOUT, "FailedScheduling and PodScheduled saying why")
+            assert not await terminating(api, "db-0") and not await terminating(api, "db-1")
+            assert fake.finalised == set() and app.preempting.flights == {}
+            assert await notes(api, "urgent", "Preempting") == []
+
+            await max_unavailable(api, "guard", allowed=2, healthy=2)  # now it may
+            await wait_for(lambda: bound(api, "urgent"), TIMEOUT, "urgent bound")
+            assert fake.finalised == {"db-0", "db-1"}
+    finally:
+        await request_json(api, "DELETE", PDBS)
+
+
+async def test_a_refused_eviction_evicts_nothing_more_and_is_not_retried_at_once(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await priority_classes(api)
+    await request_json(api, "DELETE", PDBS)
+    await gpu_nodes(api, 1)
+    try:
+        async with running_scheduler(control_plane) as app, kubelet(api) as fake:
+            await create_pod(api, gpu_pod("db", 4).label("app", "db"))
+            await create_pod(api, gpu_pod("plain", 4))
+            await wait_for(lambda: all_bound(api, "db", "plain"), TIMEOUT, "both bound")
+            await running_and_ready(api, "db", "plain")
+            await max_unavailable(api, "guard", allowed=0, healthy=1)
+            await wait_for(lambda: len(app.budgets.budgets()) == 1, TIMEOUT, "budget seen")
+            # A stale view (the API server's says 0): the plan passes our check, and the
+            # Eviction API refuses its first eviction with a real 429.
+            real = app.preempting.budgets
+            app.preempting.budgets = lambda: tuple(
+                dataclasses.replace(b, disruptions_allowed=1) for b in real()
+            )
+
+            await create_pod(api, gpu_pod("urgent", 8, HIGH))
+
+            async def released() -> bool:
+                return bool(await notes(api, "urgent", "PreemptionReleased"))
+
+            await wait_for(released, TIMEOUT, "the plan released after the 429")
+            (note,) = await notes(api, "urgent", "PreemptionReleased")
+            assert "preemption would violate PodDisruptionBudget default/guard" in note
+            assert "the eviction of default/db was refused" in note
+            await asyncio.sleep(3)  # inside the 5 s backoff: no second try
+            assert len(await notes(api, "urgent", "PreemptionReleased")) == 1
+            assert not await terminating(api, "plain")  # nothing more was evicted
+            assert fake.finalised == set()
+
+            app.preempting.budgets = real  # the view catches up, and the budget allows it now
+            await max_unavailable(api, "guard", allowed=1, healthy=1)
+            await wait_for(lambda: bound(api, "urgent"), TIMEOUT, "urgent bound")
+            assert fake.finalised == {"db", "plain"}
+    finally:
+        await request_json(api, "DELETE", PDBS)
+
+
+class SlowEvictions:
+    def __init__(self, evictor: Evictor, delay_s: float) -> None:
+        self.evictor = evictor
+        self.delay_s = delay_s
+
+    async def evict(self, namespace: str, name: str, uid: str) -> EvictionResult:
+        await asyncio.sleep(self.delay_s)
+        return await self.evictor.evict(namespace, name, uid)
+
+
+async def test_a_gang_preempting_a_bigger_gang_binds_and_leaves_no_member_of_it_running(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    # The 2 x 8-GPU gang fits once two of the four victims are gone; the other two go too.
+    await priority_classes(api)
+    await gpu_nodes(api, 4)
+    low = [f"low-{i}" for i in range(4)]
+    async with running_scheduler(control_plane) as app, kubelet(api) as fake:
+        await create_gang(api, "low", 4, 8, LOW)
+        await wait_for(lambda: all_bound(api, *low), TIMEOUT, "low gang bound")
+        # Evictions answered slowly (a loaded API server): the kubelet ends each victim, and
+        # the preemptor is placed, before the plan's last evictions are made.
+        app.preempting.evictor = SlowEvictions(app.preempting.evictor, 0.5)
+        await create_gang(api, "high", 2, 8, HIGH)
+        await wait_for(lambda: all_bound(api, "high-0", "high-1"), TIMEOUT, "high gang bound")
+
+        async def all_gone() -> bool:
+            return not any([await exists(api, name) for name in low])
+
+        await wait_for(all_gone, TIMEOUT, "every member of the victim gang gone")
+        assert fake.finalised == set(low)
+        for name in low:
+            assert (await notes(api, name, "Preempted"))[0].startswith(
+                "preempted by gang default/high (priority 1000)"
+            )
 
 
 async def test_a_pod_protected_by_a_disruption_budget_is_spared_when_another_victim_exists(

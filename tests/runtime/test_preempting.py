@@ -7,7 +7,7 @@ tests/integration/test_preemption_live.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -25,8 +25,10 @@ from batchsched.kube.eviction import EvictionOutcome, EvictionResult, _classify
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.errors import InvalidObject
 from batchsched.model.pod import PodView
+from batchsched.model.selectors import LabelSelector
 from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.preemption.model import (
+    DisruptionBudget,
     NoPlan,
     PreemptionPlan,
     PreemptionRequest,
@@ -62,15 +64,31 @@ class Recorder(Recorded):
 
 
 class Evictions:
+    """The Eviction API: pods in `refuse` are refused (429) every time; `script` gives a pod's
+    next answers (then it is evicted); `before(n)` runs as the n-th call comes in."""
+
     def __init__(self, refuse: set[str] | None = None) -> None:
         self.refuse = refuse or set()
+        self.script: dict[str, list[EvictionOutcome]] = {}
+        self.before: Callable[[int], None] | None = None
+        self.calls: list[str] = []
         self.evicted: list[str] = []
 
     async def evict(self, namespace: str, name: str, uid: str) -> EvictionResult:
-        if name in self.refuse:
-            return EvictionResult(EvictionOutcome.REFUSED, "Cannot evict pod: budget")
+        self.calls.append(f"{namespace}/{name}")
+        if self.before is not None:
+            self.before(len(self.calls))
+        scripted = self.script.get(name)
+        if scripted:
+            outcome = scripted.pop(0)
+        else:
+            outcome = EvictionOutcome.REFUSED if name in self.refuse else EvictionOutcome.EVICTED
+        if outcome is EvictionOutcome.REFUSED:
+            return EvictionResult(outcome, "Cannot evict pod as it would violate the budget")
+        if outcome is EvictionOutcome.FAILED:
+            return EvictionResult(outcome, "500 InternalError: etcd")
         self.evicted.append(f"{namespace}/{name}")
-        return EvictionResult(EvictionOutcome.EVICTED)
+        return EvictionResult(outcome)
 
 
 class Nominations:
@@ -138,8 +156,28 @@ class World:
     def notes(self, name: str, reason: str) -> list[str]:
         return [note for key, r, note in self.recorded.events if key.endswith(name) and r == reason]
 
+    def told(self, name: str) -> str:
+        """The last FailedScheduling message of a pod."""
+        return [m for key, m in self.recorded.unschedulable if key == f"default/{name}"][-1]
 
-def world(planner: object = None, refuse: set[str] | None = None, **options: float) -> World:
+    async def tick(self, seconds: float) -> None:
+        """Time passes; the housekeeping timer runs."""
+        self.clock.advance(seconds)
+        self.preempting.expire(self.clock.now())
+        await self.scheduler.drain()
+
+    async def try_again(self, *pods: PodView) -> None:
+        """The pods get a cycle now, as after a cluster event, with no time passing."""
+        self.scheduler.queue.activate(p.uid for p in pods)
+        await self.settle()
+
+
+def world(
+    planner: object = None,
+    refuse: set[str] | None = None,
+    budgets: Sequence[DisruptionBudget] = (),
+    **options: float,
+) -> World:
     clock = FakeClock()
     profiles = default_config().build_profiles()
     binds = Binds()
@@ -152,6 +190,7 @@ def world(planner: object = None, refuse: set[str] | None = None, **options: flo
     scheduler = Scheduler(profiles, cache, queue, recorded, recorded, SchedulerMetrics(), clock)
     evictions, nominations = Evictions(refuse), Nominations()
     kwargs: dict[str, object] = {"planner": planner} if planner is not None else {}
+    kwargs["budgets"] = lambda: tuple(budgets)
     preempting = Preempting(scheduler, evictions, nominations, **kwargs, **options)  # type: ignore[arg-type]
     scheduler.preempting = preempting
     pods = PodEvents(cache, queue, scheduler.admits, scheduler.gangs)
@@ -475,8 +514,17 @@ def test_started_at(fields: dict[str, float], seen: dict[str, float], expected: 
 EVICTION_ANSWERS = [
     (
         "a PodDisruptionBudget refuses it",
-        ApiError(429, "TooManyRequests", "budget"),
+        ApiError(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+        ),
         EvictionOutcome.REFUSED,
+    ),
+    (
+        "the API server throttles (Priority and Fairness): try again",
+        ApiError(429, "TooManyRequests", "Too many requests, please try again later."),
+        EvictionOutcome.FAILED,
     ),
     ("the pod is gone", ApiError(404, "NotFound", "pods x not found"), EvictionOutcome.GONE),
     (
@@ -575,6 +623,26 @@ PDB_CASES = [
         0,
     ),
     ("a null selector selects nothing", {"spec": {}}, [({}, False)], 0),
+    (
+        "a status written for an older spec allows nothing, as the Eviction API says",
+        {
+            "metadata": {"name": "b", "namespace": "ml", "generation": 2},
+            "spec": {"selector": {}},
+            "status": {"disruptionsAllowed": 3, "observedGeneration": 1},
+        },
+        [({}, True)],
+        0,
+    ),
+    (
+        "a status for the current spec counts",
+        {
+            "metadata": {"name": "b", "namespace": "ml", "generation": 2},
+            "spec": {"selector": {}},
+            "status": {"disruptionsAllowed": 3, "observedGeneration": 2},
+        },
+        [({}, True)],
+        3,
+    ),
 ]
 
 
@@ -677,3 +745,211 @@ async def test_when_its_last_victim_goes_the_preemptor_is_tried_at_once() -> Non
     assert w.scheduler.queue.counts()["active"] == 1
     queued = w.scheduler.queue.pop_ready()
     assert queued is not None and queued.pod.name == "p"
+
+
+# A plan's evictions: started only when every budget allows them; once started, run to the end.
+
+
+def guarded(name: str, node: str, gpus: int = 4) -> PodView:
+    return make_pod(name).gpus(gpus).cpu("1").priority(0).label("app", "db").node(node).view()
+
+
+def guard(allowed: int) -> DisruptionBudget:
+    return DisruptionBudget("default", "guard", LabelSelector((("app", "db"),)), allowed)
+
+
+@pytest.mark.parametrize(
+    ("covered", "allowed", "told"),
+    [
+        (1, 0, "(1 victim covered, 0 disruptions allowed)"),
+        (2, 1, "(2 victims covered, 1 disruption allowed)"),
+    ],
+    ids=["a budget allowing no disruption", "a budget allowing fewer than the plan needs"],
+)
+async def test_a_plan_a_budget_does_not_allow_is_not_started_and_evicts_nothing(
+    covered: int, allowed: int, told: str
+) -> None:
+    victims = [guarded(f"db-{i}", "n1") for i in range(covered)] + [low("v", "n1")]
+    w = world(FixedPlanner(victims, "n1"), budgets=[guard(allowed)])
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+
+    assert w.evictions.calls == []
+    assert w.nominations.written == []
+    assert w.preempting.flights == {} and w.preempting.executing == []
+    assert w.held_on("n1") == []
+    assert f"preemption would violate PodDisruptionBudget default/guard {told}" in w.told("p")
+    assert w.notes("p", "Preempting") == []
+
+
+async def test_a_plan_within_its_budget_is_started_with_the_covered_victims_first() -> None:
+    victims = [low("v1", "n1", gpus=2), low("v2", "n1", gpus=2), guarded("db", "n1")]
+    w = world(FixedPlanner(victims, "n1"), budgets=[guard(1)])
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    assert w.evictions.calls == ["default/db", "default/v1", "default/v2"]
+
+
+async def test_a_refused_first_eviction_evicts_nothing_and_the_preemptor_backs_off() -> None:
+    # The budget allowed it when the plan was checked; another disruption took it since.
+    victims = [guarded("db", "n1"), low("v", "n1")]
+    planner = FixedPlanner(victims, "n1")
+    w = world(planner, refuse={"db"}, budgets=[guard(1)])
+    full_node(w, victims)
+    preemptor = high("p")
+    w.pods.on_add(preemptor)
+    await w.settle()
+
+    assert w.evictions.calls == ["default/db"]  # and nothing after it
+    assert w.evictions.evicted == []
+    assert w.held_on("n1") == [] and w.preempting.flights == {}
+    assert w.nominations.written == [("default/p", "n1"), ("default/p", None)]
+    refused = "preemption would violate PodDisruptionBudget default/guard: the eviction of"
+    assert any(refused in n for n in w.notes("p", "PreemptionReleased"))
+
+    # Tried again at once (a cluster event), and again just before the backoff ends: no plan.
+    await w.try_again(preemptor)
+    assert refused in w.told("p")
+    assert w.told("p").endswith("nothing evicted, planning again in 5s")
+    await w.tick(4.9)
+    await w.try_again(preemptor)
+    assert len(planner.requests) == 1 and len(w.evictions.calls) == 1
+    assert refused in w.told("p")
+
+    await w.tick(0.1)  # the backoff ends: the preemptor is tried, plans, is refused again
+    await w.settle()
+    assert len(planner.requests) == 2 and len(w.evictions.calls) == 2
+    assert w.notes("p", "PreemptionReleased")[-1].endswith("planning again in 10s")
+    await w.tick(9.9)
+    await w.try_again(preemptor)
+    assert len(planner.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [EvictionOutcome.REFUSED, EvictionOutcome.FAILED],
+    ids=["refused by a budget", "a server error"],
+)
+async def test_after_a_victim_was_evicted_a_refused_eviction_is_tried_again_after_a_backoff(
+    outcome: EvictionOutcome,
+) -> None:
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    w.evictions.script["v2"] = [outcome, outcome]
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    assert w.evictions.calls == ["default/v1", "default/v2"]
+    assert w.held_on("n1") == ["p"]  # still waiting for its victims
+
+    await w.tick(0.5)
+    assert len(w.evictions.calls) == 2  # not at once
+    await w.tick(0.5)
+    assert len(w.evictions.calls) == 3  # after 1 s; refused again: next after 2 s
+    await w.tick(1.5)
+    assert len(w.evictions.calls) == 3
+    await w.tick(0.5)
+    assert w.evictions.evicted == ["default/v1", "default/v2"]
+    assert len(w.notes("v2", "Preempted")) == 1
+    assert w.preempting.executing == []
+
+
+def low_gang(w: World, size: int) -> list[PodView]:
+    """A running low-priority gang of `size` 8-GPU members, one per full 8-GPU node."""
+    for i in range(size):
+        w.nodes.on_add(make_node(f"n{i}").gpus(8).cpu("64").view())
+    add_group(w, "low", size)
+    members = gang("low", size, 8, 0, [f"n{i}" for i in range(size)])
+    for member in members:
+        w.pods.on_add(member)
+    return members
+
+
+def kubelet_ends(w: World, victims: Sequence[PodView], count: int) -> None:
+    """The first `count` pods evicted terminate, and the queue runs (the preemptor may bind)."""
+    by_key = {p.key: p for p in victims}
+    for key in w.evictions.calls[:count]:
+        w.pods.on_delete(by_key[key])
+    w.scheduler.queue.move_all("test")
+    w.run_queue()
+
+
+@pytest.mark.parametrize(
+    ("preemptor", "room_after"),
+    [(1, 1), (2, 2)],
+    ids=["a pod of 8 GPUs, placed after 1 of 4", "a gang of 2 x 8 GPUs, placed after 2 of 4"],
+)
+async def test_a_preemptor_placed_before_its_plan_ends_still_has_every_victim_evicted(
+    preemptor: int, room_after: int
+) -> None:
+    w = world()
+    victims = low_gang(w, 4)
+    if preemptor == 1:
+        pods = [high("p")]
+    else:
+        add_group(w, "high", preemptor)
+        pods = gang("high", preemptor, 8, 1000)
+    # As the next eviction goes out, the victims evicted so far are gone and the preemptor
+    # has room: its cycle places it.
+    w.evictions.before = lambda n: (
+        kubelet_ends(w, victims, room_after) if n == room_after + 1 else None
+    )
+    for pod in pods:
+        w.pods.on_add(pod)
+    await w.settle()
+
+    assert all(w.bound(p.name) is not None for p in pods)
+    assert w.preempting.flights == {}
+    assert sorted(w.evictions.evicted) == sorted(p.key for p in victims)
+    for victim in victims:
+        (note,) = w.notes(victim.name, "Preempted")
+        assert note.startswith("preempted by ")
+    assert w.preempting.executing == []
+
+
+async def test_a_deleted_preemptor_still_has_the_rest_of_a_victim_gang_evicted() -> None:
+    w = world()
+    victims = low_gang(w, 3)
+    preemptor = high("p")
+    w.evictions.before = lambda n: w.pods.on_delete(preemptor) if n == 2 else None
+    w.pods.on_add(preemptor)
+    await w.settle()
+
+    assert sorted(w.evictions.evicted) == sorted(p.key for p in victims)
+    assert w.preempting.flights == {}
+    assert any("was deleted" in n for n in w.notes("p", "PreemptionReleased"))
+
+
+async def test_a_plan_that_evicted_nothing_yet_evicts_nothing_once_its_preemptor_is_gone() -> None:
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    w.evictions.script["v1"] = [EvictionOutcome.FAILED]
+    full_node(w, victims)
+    preemptor = high("p")
+    w.pods.on_add(preemptor)
+    await w.settle()
+    assert w.evictions.calls == ["default/v1"]  # v2 waits for v1's retry
+
+    w.pods.on_delete(preemptor)
+    await w.tick(5)
+    assert w.evictions.calls == ["default/v1"]
+    assert w.preempting.executing == []
+
+
+async def test_a_victim_that_never_can_be_evicted_is_given_up_with_a_warning() -> None:
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"), hold_timeout_s=10.0)
+    w.evictions.script["v2"] = [EvictionOutcome.FAILED] * 10
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    for _ in range(12):
+        await w.tick(1)
+
+    assert w.evictions.calls.count("default/v2") == 4  # at 0, 1, 3 and 7 s; 15 s is too late
+    assert w.notes("v2", "PreemptionIncomplete") == [
+        "pod default/p gave up evicting it: 500 InternalError: etcd"
+    ]
+    assert w.preempting.executing == []
