@@ -109,8 +109,14 @@ class ControlPlane:
             return None
 
 
-def run_script(state_dir: Path, *args: str, timeout: float = SCRIPT_TIMEOUT_S) -> str:
-    env = dict(os.environ, BATCHSCHED_CP_DIR=str(state_dir))
+def run_script(
+    state_dir: Path,
+    *args: str,
+    timeout: float = SCRIPT_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """`env` adds to (or overrides) this process's environment for the script."""
+    env = dict(os.environ, **(env or {}), BATCHSCHED_CP_DIR=str(state_dir))
     try:
         done = subprocess.run(
             [str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout
@@ -125,11 +131,12 @@ def run_script(state_dir: Path, *args: str, timeout: float = SCRIPT_TIMEOUT_S) -
     return done.stdout
 
 
-def start_control_plane(run_dir: Path) -> ControlPlane:
-    """etcd + kube-apiserver in a state dir of their own (binaries built once, cached)."""
+def start_control_plane(run_dir: Path, env: Mapping[str, str] | None = None) -> ControlPlane:
+    """etcd + kube-apiserver in a state dir of their own (binaries built once, cached);
+    `env` for the script (e.g. BATCHSCHED_APISERVER_EXTRA_ARGS)."""
     state = run_dir / "control-plane"
     run_script(state, "install", timeout=INSTALL_TIMEOUT_S)
-    run_script(state, "up")
+    run_script(state, "up", env=env)
     return ControlPlane(kubeconfig=state / "admin.kubeconfig", state_dir=state, owned=True)
 
 

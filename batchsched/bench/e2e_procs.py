@@ -16,7 +16,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -55,11 +55,18 @@ class Batchsched:
     # The pure cycle alone, like kube-scheduler's metric of the same name.
     algorithm_metric = ("scheduler_scheduling_algorithm_duration_seconds", "")
 
-    def __init__(self, kubeconfig: Path, log_path: Path, profile: Path | None = None) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_path: Path,
+        profile: Path | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        """`extra_args` go after the defaults, so they win (`--leader-elect`, `--quota`)."""
         self.log_path = log_path
         run = [
             "-m", "batchsched.cli", "run", "--kubeconfig", str(kubeconfig),
-            "--no-leader-elect", "--http-address", "127.0.0.1:0",
+            "--no-leader-elect", "--http-address", "127.0.0.1:0", *extra_args,
         ]  # fmt: skip
         profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self._argv = [sys.executable, *profiler, *run]
