@@ -1,6 +1,6 @@
 """`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
 `... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`,
-`... bench kueue`."""
+`... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from batchsched.bench import (
+    chaos,
     core,
     e2e,
     e2e_gang,
@@ -30,6 +31,7 @@ def main() -> int:
     e2e_preemption.add_parser(commands)
     trace.add_parser(commands)
     queues_kueue.add_parser(commands)
+    chaos.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
 
