@@ -27,6 +27,7 @@ import logging
 import math
 import random
 import socket
+import sys
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,8 @@ from batchsched.metrics import SchedulerMetrics
 
 logger = logging.getLogger(__name__)
 
+#: The GIL switch interval while a renewal thread runs (see `_renew_on_thread`).
+RENEW_SWITCH_INTERVAL_S = 0.001
 #: client-go's wait.Jitter factor for acquire retries; renewDeadline must exceed it * retryPeriod.
 JITTER_FACTOR = 1.2
 
@@ -304,9 +307,14 @@ class LeaderElector:
                 asyncio.run(renewer.run())
             except BaseException as err:  # handed to the main loop, which raises it
                 error = err
-            main.call_soon_threadsafe(finish, error)
+            with contextlib.suppress(RuntimeError):  # the main loop is closed: nobody waits
+                main.call_soon_threadsafe(finish, error)
 
         thread = threading.Thread(target=body, name=f"lease-renew {self._key}", daemon=True)
+        # The cycle on the main thread is pure Python and holds the GIL; this thread gets it
+        # back at every switch interval, and a renewal needs it dozens of times (TLS, HTTP,
+        # JSON). At the default 5 ms that can add up to most of a second; at 1 ms, tens of ms.
+        sys.setswitchinterval(min(sys.getswitchinterval(), RENEW_SWITCH_INTERVAL_S))
         thread.start()
         try:
             await asyncio.shield(ended)

@@ -47,7 +47,7 @@ async def lead_through_a_blocked_loop(candidate: LeaderElector) -> tuple[bool, b
 
     async def lead() -> None:
         await asyncio.sleep(RETRY_S)  # one renewal first
-        time.sleep(BLOCK_S)  # a long, synchronous scheduling cycle, as the core's are
+        _compute_for(BLOCK_S)  # a long, synchronous scheduling cycle, as the core's are
         blocked.set()
         await asyncio.sleep(RETRY_S * 3)  # what the loop does next sees the result
 
@@ -64,6 +64,15 @@ async def lead_through_a_blocked_loop(candidate: LeaderElector) -> tuple[bool, b
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
             await task
+
+
+def _compute_for(seconds: float) -> None:
+    """Pure Python holding the GIL, as a scheduling cycle does (not a sleep, which lets
+    other threads run freely)."""
+    until = time.monotonic() + seconds
+    total = 0
+    while time.monotonic() < until:
+        total += sum(i * i for i in range(1000))
 
 
 async def test_renewals_on_their_own_thread_survive_a_blocked_loop(

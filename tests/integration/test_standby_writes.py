@@ -24,16 +24,16 @@ from tests.integration.test_gangs_live import create_group, group_status
 LABEL = "scheduling.x-k8s.io/pod-group"
 
 
-def config(lease: str) -> Any:
+def config(lease: str, lease_s: str = "4s", renew_s: str = "3s", retry_s: str = "500ms") -> Any:
     return config_from_mapping(
         {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
             "leaderElection": {
                 "leaderElect": True,
-                "leaseDuration": "4s",
-                "renewDeadline": "3s",
-                "retryPeriod": "500ms",
+                "leaseDuration": lease_s,
+                "renewDeadline": renew_s,
+                "retryPeriod": retry_s,
                 "resourceNamespace": "kube-system",
                 "resourceName": lease,
             },
@@ -43,12 +43,17 @@ def config(lease: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def replica(plane: ControlPlane, name: str, lease: str) -> AsyncIterator[App]:
+async def replica(
+    plane: ControlPlane,
+    name: str,
+    lease: str,
+    timing: tuple[str, str, str] = ("4s", "3s", "500ms"),
+) -> AsyncIterator[App]:
     api = await scheduler_api(plane)
     api.user_agent = f"{name}/test"  # the field manager the API server records: "<name>"
     async with api:
         options = RunOptions(identity=name, http_host="127.0.0.1", http_port=0)
-        app = App(options, config(lease), api)
+        app = App(options, config(lease, *timing), api)
         task = asyncio.create_task(app.run())
         try:
             yield app
