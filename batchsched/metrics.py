@@ -87,8 +87,8 @@ class SchedulerMetrics:
         )
         self.preemption_budget_violations = Counter(
             "batchsched_preemption_budget_violations_total",
-            "PodDisruptionBudgets that preemption plans chose to break because no plan "
-            "within the budgets existed (the Eviction API may still refuse them).",
+            "Preemption plans not started because a PodDisruptionBudget would not allow "
+            "their evictions (nothing is evicted; the preemptor backs off).",
             registry=reg,
         )
 
