@@ -87,8 +87,8 @@ class SchedulerMetrics:
         )
         self.preemption_budget_violations = Counter(
             "batchsched_preemption_budget_violations_total",
-            "Preemption plans not started because a PodDisruptionBudget would not allow "
-            "their evictions (nothing is evicted; the preemptor backs off).",
+            "PodDisruptionBudgets that kept a preemption plan from starting: they would not "
+            "allow its evictions (nothing is evicted; the preemptor backs off).",
             registry=reg,
         )
 
