@@ -21,6 +21,12 @@ PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 UNHEALTHY_ANNOTATION: Final = "batchsched.io/unhealthy-gpus"
 
 NO_GPUS: Final = flat_topology("", 0)
+# No node has more GPUs than this (8 GPUs in 7 MIG slices each are 56; an NVL72 rack is 72
+# GPUs over 18 nodes). The topology's link matrix is quadratic in the count, so a node claiming
+# a million would stall the snapshot: beyond the bound a node is described with this many GPUs,
+# never more handed out than it has.
+MAX_GPUS_PER_NODE: Final = 128
+_MAX_INDEX_DIGITS: Final = len(str(MAX_GPUS_PER_NODE))
 
 
 def topology_for(node: NodeView) -> NodeTopology:
@@ -30,13 +36,12 @@ def topology_for(node: NodeView) -> NodeTopology:
         return NO_GPUS
     product = node.labels.get(PRODUCT_LABEL, "")
     unhealthy = node.annotations.get(UNHEALTHY_ANNOTATION, "")
-    return _topology(product, count, unhealthy)
+    return _topology(product, min(count, MAX_GPUS_PER_NODE), parse_unhealthy(unhealthy))
 
 
 @lru_cache(maxsize=1024)
-def _topology(product: str, count: int, unhealthy: str) -> NodeTopology:
+def _topology(product: str, count: int, bad: frozenset[int]) -> NodeTopology:
     # Nodes of one kind share one topology object: built once, compared by identity.
-    bad = parse_unhealthy(unhealthy)
     machine = machine_for(product, count)
     if machine is not None:
         return build(machine, bad)
@@ -45,10 +50,12 @@ def _topology(product: str, count: int, unhealthy: str) -> NodeTopology:
 
 def parse_unhealthy(value: str) -> frozenset[int]:
     """GPU indices from "2,5"; entries that are not indices are ignored (the annotation is
-    advisory: a typo must not take a node's healthy GPUs away)."""
+    advisory: a typo must not take a node's healthy GPUs away). ASCII digits only: "²" is a
+    digit to str.isdigit() but not to int()."""
     found = set()
     for part in value.split(","):
         part = part.strip()
-        if part.isdigit():
-            found.add(int(part))
+        digits = part.lstrip("0") or "0"  # int() refuses thousands of digits, zeros too
+        if part.isascii() and part.isdigit() and len(digits) <= _MAX_INDEX_DIGITS:
+            found.add(int(digits))
     return frozenset(found)

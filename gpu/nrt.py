@@ -24,6 +24,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from batchsched.model.errors import InvalidObject
 from gpu.nvml_model import HostNuma, cpu_list, parse_cpu_list
 from gpu.topology import GpuDevice, Link, LinkLevel, MigPartition, NodeTopology, NumaNode
 
@@ -248,19 +249,25 @@ def _legacy_policy(policy: str, scope: str) -> str:
 
 
 def parse_nrt(raw: Mapping[str, object]) -> MeasuredTopology:
-    """An NRT object from the API; ValueError with the reason when its GPU detail is bad."""
+    """An NRT object from the API; `InvalidObject` (a ValueError) names the field and the
+    reason when its name or its GPU detail is bad."""
     meta = raw.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
-        raise ValueError("NodeResourceTopology without metadata.name")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(name, str) or not name:
+        raise InvalidObject(KIND, "<unnamed>", "metadata.name", "required: the node's name")
     annotations = meta.get("annotations")
     annotations = annotations if isinstance(annotations, Mapping) else {}
     detail = annotations.get(GPU_TOPOLOGY_ANNOTATION)
     heartbeat = str(annotations.get(HEARTBEAT_ANNOTATION) or "")
     if detail is None:
-        return MeasuredTopology(str(meta["name"]), None, heartbeat)
+        return MeasuredTopology(name, None, heartbeat)
+    field = f"metadata.annotations[{GPU_TOPOLOGY_ANNOTATION}]"
     if not isinstance(detail, str):
-        raise ValueError(f"annotation {GPU_TOPOLOGY_ANNOTATION} is not a string")
-    return MeasuredTopology(str(meta["name"]), topology_from_detail(detail), heartbeat)
+        raise InvalidObject(KIND, name, field, "expected a string (a JSON document)")
+    try:
+        return MeasuredTopology(name, topology_from_detail(detail), heartbeat)
+    except ValueError as err:
+        raise InvalidObject(KIND, name, field, str(err)) from err
 
 
 @lru_cache(maxsize=4096)

@@ -18,6 +18,8 @@ __all__ = ["GpuLinks", "HostNuma", "numa_layout", "nvlink_between"]
 # NVLink bandwidth per link, both directions, GB/s, by nvmlNvlinkVersion_t (1 = NVLink 1.0 ...
 # 7 = 5.0): P100 40; V100, A100 and H100 50 (12 links on an A100 make its 600 GB/s, 18 on an
 # H100 its 900 GB/s); Blackwell 100. Unknown versions count 0: bandwidth only breaks ties.
+# Linux builds for at most 8192 CPUs (CONFIG_NR_CPUS); room to spare, but a bound.
+MAX_CPUS: Final = 65536
 _GBPS_PER_LINK: Final = {1: 40, 2: 50, 3: 50, 4: 50, 5: 50, 6: 50, 7: 100, 8: 100}
 
 
@@ -118,7 +120,8 @@ def cpu_list(cpus: Sequence[int]) -> str:
 
 
 def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """ "0-2,5" -> (0, 1, 2, 5); ValueError on anything else."""
+    """ "0-2,5" -> (0, 1, 2, 5); ValueError on anything else, or on a CPU number no kernel
+    has (a range like "0-99999999999" would otherwise fill memory)."""
     found: set[int] = set()
     for part in text.strip().split(","):
         if not part:
@@ -127,5 +130,7 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
         first, last = int(low), int(high or low)
         if first < 0 or last < first:
             raise ValueError(f"bad CPU range {part!r}")
+        if last >= MAX_CPUS:
+            raise ValueError(f"bad CPU range {part!r}: CPU numbers stop at {MAX_CPUS - 1}")
         found.update(range(first, last + 1))
     return tuple(sorted(found))

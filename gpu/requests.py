@@ -99,8 +99,10 @@ def counted_request(pod: PodView) -> GpuRequest:
 def _milli(value: str | None, count: int) -> int:
     if value is None:
         return 0
-    text = value.strip()
-    if not text.isdigit() or not 0 < int(text) < MILLI_PER_GPU:
+    # ASCII digits, at most three significant: "²" is a digit to str.isdigit() but not to
+    # int(), and int() refuses a string of thousands of digits.
+    text = value.strip().lstrip("0")
+    if not (text.isascii() and text.isdigit() and len(text) <= 3) or int(text) >= MILLI_PER_GPU:
         raise InvalidGpuRequest(
             f'annotation {GPU_MILLI_ANNOTATION}: "{value}" is not a share of one GPU in '
             "1..999 milli-GPU (ask for whole GPUs with nvidia.com/gpu)"

@@ -7,6 +7,7 @@ which version has it. Nothing here merges or resolves; see merge.py and schedule
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, ClassVar, Final
@@ -106,7 +107,8 @@ class PluginConfigEntry(Document):
 
 # Scheduler-wide settings.
 
-_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+# ASCII digits, as Go's time.ParseDuration reads them (\d would take "٣" too).
+_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS: Final = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
 
@@ -116,6 +118,8 @@ def parse_duration(value: object) -> float:
     if body != "0" and not re.fullmatch(rf"(?:{_DURATION_PART.pattern})+", body):
         raise ValueError(f'expected a duration such as "15s", "1m30s" or "500ms", got {value!r}')
     seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(body))
+    if not math.isfinite(seconds):  # float() reads 400 digits as inf rather than refuse them
+        raise ValueError(f"duration out of range, got {value!r}")
     return -seconds if str(value).startswith("-") else seconds
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 import yaml
 
@@ -33,8 +34,65 @@ def _names_a_file(text: str) -> bool:
         return False
 
 
+# Bounds on what one document may make the loader build. No config nests beyond a dozen
+# levels, and the deepest PyYAML composes before Python's recursion limit is some 300. A few
+# anchors that alias each other ("billion laughs") expand to millions of values for the
+# validation to walk: like go-yaml, refuse a document whose aliases expand it that far.
+MAX_DEPTH: Final = 100
+MAX_EXPANDED_NODES: Final = 100_000
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """Rejects a key given twice in one mapping, as kube's strict decoding does."""
+    """Rejects a key given twice in one mapping, as kube's strict decoding does; bounds depth
+    and alias expansion; and reports a scalar its constructor cannot read (`!!int x`,
+    `2001-02-30`) as a YAML error at its line, not as whatever the constructor raised."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._expanded = 0  # nodes so far, each alias counted as a copy of its anchor
+        self._sizes: dict[int, int] = {}  # id(anchored node) -> its expanded size
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark = event.start_mark if isinstance(event.start_mark, yaml.error.Mark) else None
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise _error("an alias inside its own anchor", mark)
+            self._count(size, mark)
+            return node
+        if self._depth >= MAX_DEPTH:
+            raise _error(f"nested deeper than {MAX_DEPTH} levels", mark)
+        self._depth += 1
+        before = self._expanded
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        self._count(1, mark)
+        if getattr(event, "anchor", None) is not None:
+            self._sizes[id(node)] = self._expanded - before
+        return node
+
+    def _count(self, nodes: int, mark: yaml.error.Mark | None) -> None:
+        self._expanded += nodes
+        if self._expanded > MAX_EXPANDED_NODES:
+            raise _error(f"aliases expand it past {MAX_EXPANDED_NODES} values", mark)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> object:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, AttributeError, OverflowError) as err:
+            tag = str(node.tag).rsplit(":", 1)[-1]
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this {tag}: {err}", node.start_mark
+            ) from None
+
+
+def _error(problem: str, mark: yaml.error.Mark | None) -> yaml.composer.ComposerError:
+    return yaml.composer.ComposerError(None, None, f"document refused: {problem}", mark)
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
@@ -45,7 +103,8 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
             )
-        seen.add(key)
+        if isinstance(key, str):
+            seen.add(key)  # construct_mapping below refuses a key that cannot be one
     return loader.construct_mapping(node, deep=True)
 
 

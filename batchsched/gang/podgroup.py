@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from batchsched.model.errors import InvalidObject
-from batchsched.model.fields import FieldError, as_map, as_str, str_map, timestamp
+from batchsched.model.fields import (
+    FieldError,
+    as_map,
+    as_str,
+    metadata,
+    object_name,
+    shown,
+    str_map,
+    timestamp,
+)
 from batchsched.model.pod import PodView
 from batchsched.model.quantity import QuantityError
 from batchsched.model.resources import Resources
@@ -75,10 +84,9 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
     the scheduler, not the API server, tells the user), quantities must parse, and
     scheduleTimeoutSeconds, when given, must not be negative.
     """
-    meta = as_map(obj.get("metadata"), "metadata")
-    name = str(meta.get("name", "")) or "<unnamed>"
-    namespace = str(meta.get("namespace") or "default")
+    namespace, name = object_name(obj)
     try:
+        meta, namespace, name = metadata(obj)
         spec = as_map(obj.get("spec"), "spec")
         return PodGroupView(
             namespace=namespace,
@@ -98,7 +106,7 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
     except FieldError as err:
         raise InvalidObject(KIND, f"{namespace}/{name}", err.field, err.message) from err
     except QuantityError as err:
-        message = f"invalid quantity {err.value!r}: {err.why}"
+        message = f"invalid quantity {shown(err.value)}: {err.why}"
         raise InvalidObject(KIND, f"{namespace}/{name}", err.field, message) from err
 
 
@@ -107,7 +115,7 @@ def _int32(value: object, field: str, *, minimum: int) -> int:
     if value is None:
         raise FieldError(field, f"required: an integer of at least {minimum}")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FieldError(field, f"expected an integer, got {value!r}")
+        raise FieldError(field, f"expected an integer, got {shown(value)}")
     if value < minimum:
         raise FieldError(field, f"must be at least {minimum}, got {value}")
     if value > _MAX_INT32:

@@ -15,7 +15,14 @@ from typing import Final
 
 from batchsched.kube.informer import ResourceSpec
 from batchsched.model.errors import InvalidObject
-from batchsched.model.fields import FieldError, as_int, as_map, label_selector
+from batchsched.model.fields import (
+    FieldError,
+    as_int,
+    as_map,
+    label_selector,
+    metadata,
+    object_name,
+)
 from batchsched.model.selectors import IN, LabelSelector, Requirement
 from batchsched.preemption.model import DisruptionBudget
 
@@ -29,10 +36,9 @@ SELECTS_NOTHING: Final = LabelSelector(match_expressions=(Requirement("", IN, ()
 def parse_disruption_budget(obj: Mapping[str, object]) -> DisruptionBudget:
     """Read a PodDisruptionBudget as `kubectl get -o yaml` prints it; `InvalidObject` names the
     bad field."""
-    meta = as_map(obj.get("metadata"), "metadata")
-    name = str(meta.get("name", "")) or "<unnamed>"
-    namespace = str(meta.get("namespace") or "default")
+    namespace, name = object_name(obj)
     try:
+        meta, namespace, name = metadata(obj)
         spec = as_map(obj.get("spec"), "spec")
         status = as_map(obj.get("status"), "status")
         selector = label_selector(spec.get("selector"), "spec.selector")

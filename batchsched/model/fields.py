@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import re
+import reprlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Final
 
 from batchsched.model.selectors import LABEL_OPERATORS, LabelSelector, Requirement
+
+# An integer written as a string ("42", "-1"): ASCII digits only ("²" is a digit to
+# str.isdigit() but not to int()), and few enough that int() does not refuse them.
+_INT_TEXT: Final = re.compile(r"-?[0-9]{1,40}")
+
+_SHORT: Final = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 100, 100, 100
 
 
 class FieldError(ValueError):
@@ -15,6 +25,32 @@ class FieldError(ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}")
+
+
+def shown(value: object) -> str:
+    """A bad value for an error message, as written but cut short: a few levels and items of a
+    container (it can be huge, or nested too deep for repr()), a hundred characters of text."""
+    try:
+        return _SHORT.repr(value)
+    except ValueError:  # an integer with more digits than Python will print
+        return "a huge integer"
+
+
+def metadata(obj: Mapping[str, object]) -> tuple[Mapping[str, object], str, str]:
+    """(metadata, namespace, name) of an API object; FieldError when they have a bad shape."""
+    meta = as_map(obj.get("metadata"), "metadata")
+    name = as_str(meta.get("name"), "metadata.name") or "<unnamed>"
+    namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
+    return meta, namespace, name
+
+
+def object_name(obj: Mapping[str, object]) -> tuple[str, str]:
+    """(namespace, name) for the error about an object, known even when its metadata is bad."""
+    try:
+        _, namespace, name = metadata(obj)
+    except FieldError:
+        return "default", "<unnamed>"
+    return namespace, name
 
 
 def as_map(value: object, field: str) -> Mapping[str, object]:
@@ -37,7 +73,7 @@ def as_str(value: object, field: str, default: str = "") -> str:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise FieldError(field, f"expected a string, got {value!r}")
+        raise FieldError(field, f"expected a string, got {shown(value)}")
     return str(value)
 
 
@@ -45,9 +81,9 @@ def as_int(value: object, field: str, default: int = 0) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.lstrip("-").isdigit():
+        if isinstance(value, str) and _INT_TEXT.fullmatch(value):
             return int(value)
-        raise FieldError(field, f"expected an integer, got {value!r}")
+        raise FieldError(field, f"expected an integer, got {shown(value)}")
     return value
 
 
@@ -55,7 +91,7 @@ def as_bool(value: object, field: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise FieldError(field, f"expected true or false, got {value!r}")
+        raise FieldError(field, f"expected true or false, got {shown(value)}")
     return value
 
 
@@ -75,7 +111,7 @@ def timestamp(value: object, field: str) -> float:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
         except ValueError:
             pass
-    raise FieldError(field, f"expected an RFC 3339 time, got {value!r}")
+    raise FieldError(field, f"expected an RFC 3339 time, got {shown(value)}")
 
 
 def requirement(value: object, field: str, operators: frozenset[str]) -> Requirement:

@@ -7,7 +7,17 @@ from dataclasses import dataclass
 
 from batchsched.model.affinity import Taint
 from batchsched.model.errors import InvalidObject
-from batchsched.model.fields import FieldError, as_bool, as_int, as_list, as_map, as_str, str_map
+from batchsched.model.fields import (
+    FieldError,
+    as_bool,
+    as_int,
+    as_list,
+    as_map,
+    as_str,
+    metadata,
+    object_name,
+    str_map,
+)
 from batchsched.model.pod import normalized_image
 from batchsched.model.pod_spec import TAINT_EFFECTS
 from batchsched.model.quantity import QuantityError
@@ -26,9 +36,9 @@ class NodeView:
 
 
 def parse_node(obj: Mapping[str, object]) -> NodeView:
-    meta = as_map(obj.get("metadata"), "metadata")
-    name = str(meta.get("name", "")) or "<unnamed>"
+    _, name = object_name(obj)
     try:
+        meta, _, name = metadata(obj)
         return _parse_node(obj, meta, name)
     except (FieldError, QuantityError) as err:
         raise InvalidObject("Node", name, getattr(err, "field", ""), str(err)) from err

@@ -14,7 +14,17 @@ from batchsched.model.affinity import (
     TopologySpreadConstraint,
 )
 from batchsched.model.errors import InvalidObject
-from batchsched.model.fields import FieldError, as_int, as_list, as_map, as_str, str_map, timestamp
+from batchsched.model.fields import (
+    FieldError,
+    as_int,
+    as_list,
+    as_map,
+    as_str,
+    metadata,
+    object_name,
+    str_map,
+    timestamp,
+)
 from batchsched.model.pod_spec import (
     parse_node_affinity,
     parse_pod_affinity,
@@ -89,10 +99,9 @@ def parse_pod(
     `priority_classes` resolves `priorityClassName` when `spec.priority` is absent (objects from
     files have not been through the API server's admission, which would have set it).
     """
-    meta = as_map(obj.get("metadata"), "metadata")
-    name = str(meta.get("name", "")) or "<unnamed>"
-    namespace = str(meta.get("namespace") or "default")
+    namespace, name = object_name(obj)
     try:
+        meta, namespace, name = metadata(obj)
         return _parse_pod(obj, meta, name, namespace, priority_classes or {})
     except (FieldError, QuantityError) as err:
         field = getattr(err, "field", "")

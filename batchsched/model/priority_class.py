@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from batchsched.model.errors import InvalidObject
-from batchsched.model.fields import FieldError, as_bool, as_int, as_map, as_str
+from batchsched.model.fields import FieldError, as_bool, as_int, as_str, metadata, object_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +18,9 @@ class PriorityClassView:
 
 
 def parse_priority_class(obj: Mapping[str, object]) -> PriorityClassView:
-    meta = as_map(obj.get("metadata"), "metadata")
-    name = str(meta.get("name", "")) or "<unnamed>"
+    _, name = object_name(obj)
     try:
+        _, _, name = metadata(obj)
         return PriorityClassView(
             name=name,
             value=as_int(obj.get("value"), "value"),

@@ -18,6 +18,8 @@ import re
 from fractions import Fraction
 from typing import Final
 
+from batchsched.model.fields import shown
+
 __all__ = [
     "QuantityError",
     "format_amount",
@@ -63,6 +65,8 @@ _DECIMAL_SUFFIXES: Final[dict[str, Fraction]] = {
 # Kubernetes allows any int32 exponent, but 10**(2**31) would stall this process on one
 # hostile manifest. A thousand decades is far beyond any meaningful resource amount.
 _MAX_EXPONENT: Final = 1000
+# Digits of the number itself, for the same reason (and int() refuses more than 4300 anyway).
+_MAX_DIGITS: Final = 1000
 
 _NANOS_PER_UNIT: Final = 10**9
 _MAX_INT64: Final = 2**63 - 1
@@ -89,7 +93,7 @@ class QuantityError(ValueError):
     why: str
 
     def __init__(self, field: str, value: object, why: str) -> None:
-        super().__init__(f"{field}: invalid quantity {value!r}: {why}")
+        super().__init__(f"{field}: invalid quantity {shown(value)}: {why}")
         self.field = field
         self.value = value
         self.why = why
@@ -182,6 +186,8 @@ def _parse_text(text: str, original: object, field: str) -> Fraction:
     if match is None:
         raise QuantityError(field, original, _GRAMMAR_HINT)
     suffix = match["suffix"] or ""
+    if len(match["number"]) > _MAX_DIGITS:
+        raise QuantityError(field, original, f"more than {_MAX_DIGITS} digits")
     magnitude = _round_up_to_nano(Fraction(match["number"]) * _multiplier(suffix, original, field))
     if suffix in _BINARY_SUFFIXES:
         # Kubernetes caps binary-SI magnitudes at int64 max (and only those).
@@ -195,10 +201,12 @@ def _multiplier(suffix: str, original: object, field: str) -> Fraction:
         return Fraction(_BINARY_SUFFIXES[suffix])
     if suffix in _DECIMAL_SUFFIXES:
         return _DECIMAL_SUFFIXES[suffix]
-    exponent = int(suffix[1:])  # the regex guarantees e/E + signed digits
-    if abs(exponent) > _MAX_EXPONENT:
+    # The regex guarantees e/E, an optional sign, digits. Leading zeros are dropped before
+    # int(), which refuses thousands of digits however small their value.
+    digits = suffix[1:].lstrip("+-").lstrip("0") or "0"
+    if len(digits) > len(str(_MAX_EXPONENT)) or int(digits) > _MAX_EXPONENT:
         raise QuantityError(field, original, f"exponent beyond ±{_MAX_EXPONENT}")
-    return Fraction(10) ** exponent
+    return Fraction(10) ** (-int(digits) if suffix[1] == "-" else int(digits))
 
 
 def _round_up_to_nano(magnitude: Fraction) -> Fraction:
