@@ -13,6 +13,7 @@ from batchsched.bench import (
     e2e,
     e2e_gang,
     e2e_preemption,
+    fuzz,
     gang_core,
     parse,
     queues_kueue,
@@ -31,6 +32,7 @@ def main() -> int:
     e2e_preemption.add_parser(commands)
     trace.add_parser(commands)
     queues_kueue.add_parser(commands)
+    fuzz.add_parser(commands)
     chaos.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
