@@ -26,6 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from batchsched.bench.chaos_checker import clock
+
 USER_PREFIX: Final = "batchsched-"
 REPLICA_PREFIX: Final = "batchsched-replica-"  # identities are replica-<slot>-<n>
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -108,6 +110,7 @@ class AuditRecord:
     namespace: str
     name: str
     code: int
+    agent: str = ""  # the User-Agent's product ("kwok-v0.8.0"), for evidence
 
     @property
     def ok(self) -> bool:
@@ -141,6 +144,7 @@ def parse_record(line: str) -> AuditRecord | None:
         namespace=str(ref.get("namespace", "")),
         name=str(ref.get("name", "")),
         code=int(status.get("code", 0) or 0),
+        agent=str(raw.get("userAgent", "")).split("/", 1)[0],
     )
 
 
@@ -226,4 +230,7 @@ def read_new_records(path: Path, offset: int) -> tuple[list[AuditRecord], int]:
 def describe_deleters(records: Mapping[str, list[AuditRecord]], key: str, near: float) -> str:
     """Evidence: who asked for the deletion of pod `key` in the minute before `near`."""
     found = [r for r in records.get(key, []) if near - 60.0 <= r.at <= near + 1.0]
-    return "; ".join(f"{r.user} {r.describe()} at {r.at:.3f}" for r in found) or "no request"
+    return (
+        "; ".join(f"{r.user} ({r.agent}) {r.describe()} at {clock(r.at)}" for r in found)
+        or "no request"
+    )

@@ -62,6 +62,9 @@ class GangState:
     min_member: int | None = None  # from the PodGroup, else what the bench expects
     timeout_s: float | None = None
     members: dict[str, str] = field(default_factory=dict)  # pod name -> current uid
+    # Members whose pod finished by itself (Succeeded, or Failed before any deletion) and is
+    # gone since: a victim's grace period can end in Succeeded, and that member did its work.
+    finished: dict[str, str] = field(default_factory=dict)
     expected: tuple[str, ...] = ()
     may_fail: bool = False
     partial_since: float | None = None
@@ -101,6 +104,7 @@ class Checker:
         self.names_seen: dict[str, set[str]] = {}  # pod key -> every uid it had
         self.seen_at: dict[str, float] = {}  # uid -> when first seen
         self._overcommitted: set[str] = set()
+        self._deferred: set[str] | None = None  # nodes to check once a relist is applied
 
     # Inputs
 
@@ -167,10 +171,18 @@ class Checker:
         for obj in objs:
             pod = parse_pod(obj)
             listed[pod.uid] = pod
-        for uid in [u for u in self.pods if u not in listed]:
-            self._gone(self.pods[uid], now, "gone (seen on relist)")
-        for pod in listed.values():
-            self._update(self.pods.get(pod.uid), pod, now)
+        # Nodes are compared with their pods once the whole list is in: half-way, a pod that
+        # finished while we did not look would still count next to its successor.
+        self._deferred = set()
+        try:
+            for uid in [u for u in self.pods if u not in listed]:
+                self._gone(self.pods[uid], now, "gone (seen on relist)")
+            for pod in listed.values():
+                self._update(self.pods.get(pod.uid), pod, now)
+        finally:
+            touched, self._deferred = self._deferred, None
+        for node in sorted(touched):
+            self._check_node(node, now)
 
     # Transitions
 
@@ -212,7 +224,10 @@ class Checker:
         if not _occupies(new):
             return
         self.on_node.setdefault(new.node, set()).add(new.uid)
-        self._check_node(new.node, now)
+        if self._deferred is not None:
+            self._deferred.add(new.node)
+        else:
+            self._check_node(new.node, now)
 
     def _unplace(self, pod: PodState) -> None:
         uids = self.on_node.get(pod.node)
@@ -254,6 +269,8 @@ class Checker:
         if gone:
             if gang.members.get(name) == pod.uid:
                 del gang.members[name]
+                if finished_by_itself(pod):
+                    gang.finished[name] = pod.phase
             if pod.uid in self.bench_deleted and _occupies(pod):
                 gang.bench_degraded = True  # the bench broke it: exempt until whole or empty
         else:
@@ -265,7 +282,8 @@ class Checker:
         covers a gang bound in part and one preempted or deleted in part alike."""
         states = [self.pods[uid] for uid in gang.members.values() if uid in self.pods]
         bound = sum(1 for p in states if _occupies(p))
-        have = bound + sum(1 for p in states if p.phase in TERMINAL)
+        gone = sum(1 for name in gang.finished if name not in gang.members)
+        have = bound + gone + sum(1 for p in states if p.phase in TERMINAL)
         need = gang.min_member or len(gang.expected) or 1
         if bound == 0 or have >= need:
             gang.partial_since = None
@@ -307,7 +325,9 @@ class Checker:
     def _member_phase(self, gang: GangState, name: str) -> str:
         uid = gang.members.get(name)
         pod = self.pods.get(uid) if uid is not None else None
-        return pod.phase if pod is not None else "missing"
+        if pod is not None:
+            return pod.phase
+        return gang.finished.get(name, "missing")
 
     def _gang_summary(self, gang: GangState, limit: float | None) -> str:
         counts: dict[str, int] = {}
@@ -315,7 +335,10 @@ class Checker:
         for name in names:
             uid = gang.members.get(name)
             pod = self.pods.get(uid) if uid is not None else None
-            state = "missing" if pod is None else pod.phase + ("/bound" if pod.node else "")
+            if pod is not None:
+                state = pod.phase + ("/bound" if pod.node else "")
+            else:
+                state = f"{gang.finished[name]}/gone" if name in gang.finished else "missing"
             counts[state] = counts.get(state, 0) + 1
         within = f" for more than {limit:g}s" if limit is not None else ""
         return f"minMember {gang.min_member}{within}: " + ", ".join(
@@ -405,6 +428,11 @@ def _amounts(values: Mapping[object, object]) -> dict[str, int]:
             except QuantityError:
                 continue
     return out
+
+
+def finished_by_itself(pod: PodState) -> bool:
+    """Succeeded, or Failed before any deletion began (then it was killed, not finished)."""
+    return pod.phase == "Succeeded" or (pod.phase == "Failed" and not pod.deleting)
 
 
 def clock(epoch: float) -> str:

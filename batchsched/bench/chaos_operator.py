@@ -16,7 +16,7 @@ from typing import Final
 
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.bench.chaos_checker import TERMINAL, Checker, PodState
+from batchsched.bench.chaos_checker import Checker, PodState, finished_by_itself
 from batchsched.bench.chaos_workload import (
     GROUPS_API,
     PRIORITY_CLASSES,
@@ -154,8 +154,9 @@ class Operator:
     # A member went away
 
     def pod_gone(self, pod: PodState) -> None:
-        """A watch saw `pod` go: if it had not finished, create it again (same name)."""
-        if not self.running or pod.phase in TERMINAL or pod.gang not in self.by_key:
+        """A watch saw `pod` go: unless it had finished by itself, create it again (same
+        name). A pod that ended Failed after its deletion began was killed, not finished."""
+        if not self.running or finished_by_itself(pod) or pod.gang not in self.by_key:
             return
         gang = self.by_key[pod.gang]
         name = pod.key.rsplit("/", 1)[1]
@@ -189,11 +190,16 @@ class Operator:
             await asyncio.sleep(_RETRY_S)
 
     async def delete_member(self, pod: PodState) -> bool:
-        """The bench's own deletion (grace 0, this uid only); the checker hears of it first.
-        Retried while the API server does not answer (it may be restarting or overloaded)."""
+        """The bench's own deletion (this uid only, with the pod's grace period: KWOK removes
+        it then, as a kubelet would); the checker hears of it first. Retried while the API
+        server does not answer (it may be restarting or overloaded).
+
+        Not grace 0: KWOK v0.8 keeps a force-deleted running pod's pending stages by name and
+        later deletes the same-named successor (seen: g00009-0's second incarnation, deleted
+        by kwok 1 s after it was bound, its log naming the first one's node)."""
         self.checker.deleted_by_bench(pod.uid)
         namespace, name = pod.key.split("/", 1)
-        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod.uid}}
+        body = {"preconditions": {"uid": pod.uid}}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         deadline = time.monotonic() + _RECREATE_TIMEOUT_S
         while True:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from batchsched.kube.client import ApiError, ApiUnavailable, request_json
 SLOTS: Final = ("a", "b")
 _WATCHDOG_S: Final = 0.5
 _RESPAWN_DELAY_S: Final = 1.0  # as a kubelet restarting a container, not at once
+_ERROR_LINE: Final = re.compile(r"^[\w.]+(Error|Exception|Lost|Group)\b.*")
 
 
 class Replica(Batchsched):
@@ -146,9 +148,35 @@ class Replicas:
         for life in live:
             life.ended, life.how_ended = time.time(), "stopped at the end"
 
+    def crashes(self) -> list[str]:
+        """Replicas that ended on an error other than a lost Lease: "identity: last error"."""
+        out = []
+        for life in self.incarnations:
+            error = _last_error(life.process.log_path)
+            if error and "LeadershipLost" not in error:
+                out.append(f"{life.identity}: {error}")
+        return out
+
     def watch_expiries(self) -> int:
         """How often the replicas' informers relisted after 410 Gone (their logs say so)."""
         return sum(_count(life.process.log_path, "watch expired") for life in self.incarnations)
+
+
+def _last_error(path: Path) -> str:
+    """The exception a Python traceback in the log ends with ("" when there is none)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    if not any("Traceback (most recent call last)" in line for line in lines):
+        return ""
+    if any("LeadershipLost" in line for line in lines):
+        return "LeadershipLost"  # what follows it is the exit's noise
+    for line in reversed(lines):
+        text = line.strip(" |+-")
+        if text and _ERROR_LINE.match(text):
+            return text[:300]
+    return "a traceback"
 
 
 def _count(path: Path, needle: str) -> int:

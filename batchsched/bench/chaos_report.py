@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from batchsched.bench.chaos_audit import AuditCheck, describe_deleters
-from batchsched.bench.chaos_checker import Checker, Violation
+from batchsched.bench.chaos_checker import Checker, Violation, clock
 from batchsched.bench.chaos_faults import KINDS, FaultRecord
 from batchsched.bench.chaos_watch import LeaseHistory
 from batchsched.bench.e2e_watch import percentile
@@ -49,6 +49,7 @@ class ChaosResult:
     checker_relists: int = 0
     preempted_victims: int = 0
     members_recreated: int = 0  # by the operator, after a victim or a deleted member went
+    replica_crashes: list[str] = field(default_factory=list)  # ended on an error, not a lost Lease
     details: list[dict[str, object]] = field(default_factory=list)
 
     def ok(self) -> bool:
@@ -161,12 +162,14 @@ def render(result: ChaosResult, violations: Sequence[Violation], t0: float) -> s
         f"checker relists: {r.checker_relists}; preemption victims announced: "
         f"{r.preempted_victims}; members created again by the operator: {r.members_recreated}",
         f"wall time: {r.wall_s:.0f}s",
+        *(f"REPLICA CRASH {crash}" for crash in r.replica_crashes),
     ]
     shown: dict[str, int] = {}
     for v in sorted(violations, key=lambda v: (v.kind, v.at)):
         shown[v.kind] = shown.get(v.kind, 0) + 1
         if shown[v.kind] <= _DETAILS_PER_KIND:
-            lines.append(f"VIOLATION {v.kind} t={v.at - t0:+.1f}s {v.subject}: {v.detail}")
+            when = f"t={v.at - t0:+.1f}s ({clock(v.at)} UTC)" if v.at else "at the end"
+            lines.append(f"VIOLATION {v.kind} {when} {v.subject}: {v.detail}")
     for kind, n in shown.items():
         if n > _DETAILS_PER_KIND:
             lines.append(f"... and {n - _DETAILS_PER_KIND} more {kind}")

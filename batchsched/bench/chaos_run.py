@@ -42,6 +42,7 @@ from batchsched.kube.client import api_client
 LEASE_NAMESPACE: Final = "kube-system"
 LEASE_NAME: Final = "gpu-scheduler"
 _TICK_S: Final = 1.0
+_SETTLE_S: Final = 3.0  # after the replicas stopped, for their last Events to be seen
 _AUDIT_LAG_S: Final = 5.0  # audit lines are written when a request completes, not in order
 
 
@@ -198,7 +199,12 @@ async def _run(
             ]
             faults = tasks.create_task(injector.run(plan, t0))
             await _until_done(opts, checker, audit, operator, faults, t0, injector)
-            for task in [*background, faults]:
+            faults.cancel()
+            background[1].cancel()  # no more replacements
+            await operator.stop()
+            await replicas.stop()  # they drain: what they post then is still watched
+            await asyncio.sleep(_SETTLE_S)
+            for task in background:
                 task.cancel()
     finally:
         await operator.stop()
@@ -296,6 +302,7 @@ def _outcome(
         recovery_s=recoveries(records, checker),
         recreated_bound_s=recreated_bound(records, checker),
         members_recreated=len(operator.recreated),
+        replica_crashes=replicas.crashes(),
         apiserver_downtime_s=[r.downtime_s for r in records if r.downtime_s is not None],
         wall_s=wall,
         audit=audit.path is not None,

@@ -91,6 +91,17 @@ def test_a_terminating_pod_still_holds_its_gpus(checker: Checker) -> None:
     assert "over-commit" in kinds(checker)
 
 
+def test_a_relist_is_judged_whole_not_pod_by_pod(checker: Checker) -> None:
+    checker.pod_event("ADDED", pod("a", node_name="n1", phase="Running", gpus=8), 1.0)
+    # While the watch was down a finished and b took its GPUs; the list may name b first.
+    b = pod("b", node_name="n1", phase="Running", gpus=8)
+    checker.pods_relisted([b, pod("a", node_name="n1", phase="Succeeded", gpus=8)], 2.0)
+    assert kinds(checker) == []
+    c = pod("c", node_name="n1", phase="Running", gpus=1)
+    checker.pods_relisted([b, c], 3.0)
+    assert kinds(checker) == ["over-commit"]
+
+
 def test_a_running_pod_deleted_without_a_preempted_event_is_reported(checker: Checker) -> None:
     running = pod("a", node_name="n1", phase="Running")
     checker.pod_event("ADDED", running, 1.0)
@@ -196,6 +207,24 @@ def test_a_gang_that_never_finished_is_reported_at_the_end(checker: Checker) -> 
     checker.expect_gang("ns/g", ["g-0", "g-1"], 2, may_fail=False)
     checker.pod_event("ADDED", pod("g-0", node_name="n1", phase="Succeeded", gang="g"), 1.0)
     checker.pod_event("ADDED", pod("g-1", node_name="n1", phase="Failed", gang="g"), 1.0)
+    checker.finish(10.0)
+    assert kinds(checker) == ["gang-unfinished"]
+
+
+def test_a_member_that_succeeded_and_was_deleted_still_counts(checker: Checker) -> None:
+    checker.expect_gang("ns/g", ["g-0"], 1, may_fail=False)
+    done = pod("g-0", node_name="n1", phase="Succeeded", gang="g", deleting=True)
+    checker.pod_event("ADDED", done, 1.0)
+    checker.pod_event("DELETED", done, 2.0)
+    checker.finish(10.0)
+    assert kinds(checker) == []
+
+
+def test_a_member_killed_in_its_grace_period_is_not_done(checker: Checker) -> None:
+    checker.expect_gang("ns/g", ["g-0"], 1, may_fail=False)
+    killed = pod("g-0", node_name="n1", phase="Failed", gang="g", deleting=True)
+    checker.pod_event("ADDED", killed, 1.0)
+    checker.pod_event("DELETED", killed, 2.0)
     checker.finish(10.0)
     assert kinds(checker) == ["gang-unfinished"]
 
