@@ -258,7 +258,8 @@ def parse_nrt(raw: Mapping[str, object]) -> MeasuredTopology:
     annotations = meta.get("annotations")
     annotations = annotations if isinstance(annotations, Mapping) else {}
     detail = annotations.get(GPU_TOPOLOGY_ANNOTATION)
-    heartbeat = str(annotations.get(HEARTBEAT_ANNOTATION) or "")
+    heartbeat = annotations.get(HEARTBEAT_ANNOTATION)
+    heartbeat = heartbeat if isinstance(heartbeat, str) else ""  # informative only
     if detail is None:
         return MeasuredTopology(name, None, heartbeat)
     field = f"metadata.annotations[{GPU_TOPOLOGY_ANNOTATION}]"

@@ -26,6 +26,7 @@ from pydantic.alias_generators import to_camel, to_snake
 
 from batchsched.config.errors import ConfigError, quote
 from batchsched.framework.registry import EnabledPlugin
+from batchsched.model.fields import shown
 
 KIND: Final = "KubeSchedulerConfiguration"
 GROUP: Final = "kubescheduler.config.k8s.io"
@@ -116,10 +117,12 @@ def parse_duration(value: object) -> float:
     """A Go duration string ("15s", "1m30s", "500ms") in seconds, as metav1.Duration accepts."""
     body = value.lstrip("+-") if isinstance(value, str) else ""
     if body != "0" and not re.fullmatch(rf"(?:{_DURATION_PART.pattern})+", body):
-        raise ValueError(f'expected a duration such as "15s", "1m30s" or "500ms", got {value!r}')
+        raise ValueError(
+            f'expected a duration such as "15s", "1m30s" or "500ms", got {shown(value)}'
+        )
     seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(body))
     if not math.isfinite(seconds):  # float() reads 400 digits as inf rather than refuse them
-        raise ValueError(f"duration out of range, got {value!r}")
+        raise ValueError(f"duration out of range, got {shown(value)}")
     return -seconds if str(value).startswith("-") else seconds
 
 

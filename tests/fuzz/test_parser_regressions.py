@@ -190,6 +190,18 @@ def test_a_node_claiming_a_million_gpus_gets_a_bounded_topology_at_once() -> Non
     assert node.allocatable == Resources(scalar={NVIDIA_GPU: 10**6})
 
 
+def test_a_heartbeat_that_is_not_text_is_ignored() -> None:
+    # RecursionError from str() of it before; the heartbeat is informative only.
+    raw = {"metadata": {"name": "n", "annotations": {"batchsched.io/heartbeat": DEEP}}}
+    assert parse_nrt(raw).heartbeat == ""
+
+
+def test_a_duration_that_is_not_text_is_refused_with_a_short_message() -> None:
+    # RecursionError from repr() of it in the message before.
+    with pytest.raises(ValueError, match=r"got \[\[\[\[\.\.\.\]\]\]\]$"):
+        parse_duration(DEEP)
+
+
 def test_a_cpu_range_no_kernel_has_is_refused_without_building_it() -> None:
     # Built a set of 10^11 CPU numbers before (memory).
     detail = (
