@@ -153,10 +153,12 @@ def parse_spread_constraints(
         min_domains = as_int(item.get("minDomains"), f"{f}.minDomains", 1)
         if min_domains < 1:
             raise FieldError(f"{f}.minDomains", f"must be at least 1, got {min_domains}")
+        keys = tuple(
+            as_str(k, f"{f}.matchLabelKeys[{j}]")
+            for j, k in enumerate(as_list(item.get("matchLabelKeys"), f"{f}.matchLabelKeys"))
+        )
         selector = _with_match_label_keys(
-            label_selector(item.get("labelSelector"), f"{f}.labelSelector"),
-            as_list(item.get("matchLabelKeys"), f"{f}.matchLabelKeys"),
-            pod_labels,
+            label_selector(item.get("labelSelector"), f"{f}.labelSelector"), keys, pod_labels
         )
         found.append(
             TopologySpreadConstraint(
@@ -180,12 +182,10 @@ def _policy(item: Mapping[str, object], key: str, field: str, default: str) -> s
 
 
 def _with_match_label_keys(
-    selector: LabelSelector | None, keys: object, pod_labels: Mapping[str, str]
+    selector: LabelSelector | None, keys: tuple[str, ...], pod_labels: Mapping[str, str]
 ) -> LabelSelector | None:
     # matchLabelKeys narrows the selector to pods sharing this pod's values for those keys.
-    if selector is None or not isinstance(keys, list | tuple) or not keys:
+    if selector is None or not keys:
         return selector
-    extra = tuple(
-        Requirement(str(k), IN, (pod_labels[str(k)],)) for k in keys if str(k) in pod_labels
-    )
+    extra = tuple(Requirement(k, IN, (pod_labels[k],)) for k in keys if k in pod_labels)
     return LabelSelector(selector.match_labels, selector.match_expressions + extra)

@@ -36,6 +36,13 @@ def nested(depth: int) -> object:
 
 
 DEEP = nested(3000)  # repr() of it overflows the stack
+SPREAD = {
+    "maxSkew": 1,
+    "topologyKey": "zone",
+    "whenUnsatisfiable": "DoNotSchedule",
+    "labelSelector": {},
+    "matchLabelKeys": [DEEP],
+}
 
 
 @pytest.mark.parametrize(
@@ -52,6 +59,7 @@ DEEP = nested(3000)  # repr() of it overflows the stack
         (parse_disruption_budget, {"metadata": {"namespace": DEEP}}, "metadata.namespace"),
         # RecursionError from repr() of the bad value in the message
         (parse_pod, {"spec": {"schedulerName": {"a": DEEP}}}, "spec.schedulerName"),
+        (parse_pod, {"spec": {"topologySpreadConstraints": [SPREAD]}}, "matchLabelKeys[0]"),
         (parse_node, {"status": {"allocatable": {"cpu": DEEP}}}, "status.allocatable.cpu"),
         (parse_priority_class, {"value": DEEP}, "value"),
         (parse_pod_group, {"spec": {"minMember": DEEP}}, "spec.minMember"),
@@ -77,6 +85,7 @@ DEEP = nested(3000)  # repr() of it overflows the stack
         "a pod named by a deeply nested list",
         "a disruption budget in a deeply nested namespace",
         "a pod whose scheduler name is deeply nested",
+        "a pod spreading by a deeply nested label key",  # RecursionError from str() of it
         "a node whose cpu is deeply nested",
         "a priority class whose value is deeply nested",
         "a pod group whose minMember is deeply nested",
