@@ -89,17 +89,18 @@ class Replicas:
             self._starting.discard(slot)
 
     async def run(self) -> None:
-        """Replace every replica that exited, until cancelled."""
+        """Replace every replica that exited (or failed to start), until cancelled."""
         while True:
             await asyncio.sleep(_WATCHDOG_S)
             for slot, life in list(self.current.items()):
-                if slot in self._starting or life.ended is not None:
+                if slot in self._starting:
                     continue
-                code = life.process.exit_code()
-                if code is None:
-                    continue
-                life.ended, life.how_ended = time.time(), f"exited {code}"
-                self.log(f"replica {life.identity} exited by itself rc={code}; replacing it")
+                if life.ended is None:
+                    code = life.process.exit_code()
+                    if code is None:
+                        continue
+                    life.ended, life.how_ended = time.time(), f"exited {code}"
+                    self.log(f"replica {life.identity} exited by itself rc={code}; replacing it")
                 await asyncio.sleep(_RESPAWN_DELAY_S)
                 await self._respawn(slot)
 
@@ -133,12 +134,16 @@ class Replicas:
 
     async def kill(self, life: Incarnation) -> None:
         """SIGKILL (no lease release, no drain), then a new process in its slot."""
-        pid = life.process.pid()
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        life.ended, life.how_ended = time.time(), "SIGKILL by the bench"
-        await life.process.stop()  # reaps it
+        self._starting.add(life.slot)  # the watchdog keeps off this slot meanwhile
+        try:
+            pid = life.process.pid()
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            life.ended, life.how_ended = time.time(), "SIGKILL by the bench"
+            await life.process.stop()  # reaps it
+        finally:
+            self._starting.discard(life.slot)
         await self._respawn(life.slot)
 
     async def stop(self) -> None:
