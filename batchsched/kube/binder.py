@@ -23,6 +23,7 @@ from batchsched.kube.client import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
     ApiUnavailable,
+    NotLeading,
     micro_time,
     request_json,
     rfc3339,
@@ -160,8 +161,9 @@ class PodStatusWriter:
                 timeout=self._timeout,
             )
         except (ApiError, ApiUnavailable) as err:
-            gone = isinstance(err, ApiError) and (
-                err.status == 404 or (err.status == 422 and "metadata.uid" in err.message)
+            gone = isinstance(err, NotLeading) or (
+                isinstance(err, ApiError)
+                and (err.status == 404 or (err.status == 422 and "metadata.uid" in err.message))
             )
             log.log(
                 logging.DEBUG if gone else logging.WARNING,
@@ -279,7 +281,8 @@ class EventRecorder:
         try:
             await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
         except (ApiError, ApiUnavailable) as err:
-            log.warning(
+            log.log(
+                logging.DEBUG if isinstance(err, NotLeading) else logging.WARNING,
                 "event create failed kind=%s object=%s/%s reason=%s error=%s",
                 ref.kind,
                 ref.namespace,
