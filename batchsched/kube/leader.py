@@ -17,18 +17,18 @@ Every replica runs `LeaderElector.run(on_started_leading)`:
 Cancelling `run` stops renewing WITHOUT giving the lease up (as a SIGKILL would: a standby
 takes over once the lease expires). On a graceful stop call `release()` after `run` has
 ended: it writes an empty holder with leaseDurationSeconds 1 so a standby takes over at once.
+
+With a client factory (`renew_client`), renewals run on a thread of their own
+(kube/lease_renewal.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import random
 import socket
-import sys
-import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -39,12 +39,11 @@ from kubernetes_asyncio.client import ApiClient
 from batchsched.clock import Clock, SystemClock
 from batchsched.kube.client import micro_time
 from batchsched.kube.lease import LeaseApi, LeaseApiError, LeaseRecord
+from batchsched.kube.lease_renewal import renew_on_thread
 from batchsched.metrics import SchedulerMetrics
 
 logger = logging.getLogger(__name__)
 
-#: The GIL switch interval while a renewal thread runs (see `_renew_on_thread`).
-RENEW_SWITCH_INTERVAL_S = 0.001
 #: client-go's wait.Jitter factor for acquire retries; renewDeadline must exceed it * retryPeriod.
 JITTER_FACTOR = 1.2
 
@@ -288,41 +287,12 @@ class LeaderElector:
         leading.result()
 
     async def _renew_on_thread(self) -> None:
-        """`_keep_renewing` on a thread with its own loop; raises what it raises
-        (LeadershipLost). Cancelling stops the thread and waits for it."""
-        main = asyncio.get_running_loop()
-        ended: asyncio.Future[None] = main.create_future()
-        renewer = _ThreadRenewer(self)
-
-        def finish(error: BaseException | None) -> None:
-            if not ended.done():
-                if error is None:
-                    ended.set_result(None)
-                else:
-                    ended.set_exception(error)
-
-        def body() -> None:
-            error: BaseException | None = None
-            try:
-                asyncio.run(renewer.run())
-            except BaseException as err:  # handed to the main loop, which raises it
-                error = err
-            with contextlib.suppress(RuntimeError):  # the main loop is closed: nobody waits
-                main.call_soon_threadsafe(finish, error)
-
-        thread = threading.Thread(target=body, name=f"lease-renew {self._key}", daemon=True)
-        # The cycle on the main thread is pure Python and holds the GIL; this thread gets it
-        # back at every switch interval, and a renewal needs it dozens of times (TLS, HTTP,
-        # JSON). At the default 5 ms that can add up to most of a second; at 1 ms, tens of ms.
-        sys.setswitchinterval(min(sys.getswitchinterval(), RENEW_SWITCH_INTERVAL_S))
-        thread.start()
-        try:
-            await asyncio.shield(ended)
-        finally:
-            renewer.stop()
-            if not ended.done():
-                with contextlib.suppress(BaseException):
-                    await ended
+        """`_keep_renewing` on a thread with its own loop and client (kube/lease_renewal.py);
+        raises what it raises (LeadershipLost). Cancelling stops the thread and waits for it."""
+        factory = self._renew_client
+        assert factory is not None
+        name = f"lease-renew {self._key}"
+        await renew_on_thread(self._keep_renewing, self._leases, factory, name)
 
     async def _keep_renewing(self) -> NoReturn:
         while True:
@@ -414,45 +384,3 @@ class LeaderElector:
         self._leading = leading
         if self._metrics is not None:
             self._metrics.set_leader(self.config.name, leading)
-
-
-class _ThreadRenewer:
-    """The renew loop of one leadership term, run by `asyncio.run` on its own thread."""
-
-    def __init__(self, elector: LeaderElector) -> None:
-        self._elector = elector
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._stop_asked = False
-
-    def stop(self) -> None:
-        """From any thread: end the loop soon (its current request may finish first)."""
-        with self._lock:
-            self._stop_asked = True
-            if self._loop is not None and self._stopping is not None:
-                self._loop.call_soon_threadsafe(self._stopping.set)
-
-    async def run(self) -> None:
-        elector = self._elector
-        factory = elector._renew_client
-        assert factory is not None
-        stopping = asyncio.Event()
-        with self._lock:
-            self._loop, self._stopping = asyncio.get_running_loop(), stopping
-            if self._stop_asked:
-                return
-        async with factory() as api:
-            previous = elector._leases.switch_client(api)
-            try:
-                renewing = asyncio.create_task(elector._keep_renewing())
-                stopped = asyncio.create_task(stopping.wait())
-                await asyncio.wait({renewing, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                renewing.cancel()
-                stopped.cancel()
-                await asyncio.gather(renewing, stopped, return_exceptions=True)
-                lost = None if renewing.cancelled() else renewing.exception()
-                if lost is not None:
-                    raise lost
-            finally:
-                elector._leases.switch_client(previous)
