@@ -13,6 +13,8 @@ backoff instead of the pool (kube's moveRequestCycle guard).
 
 Call `requeue_*` before `done` for a pod whose cycle failed: `done` forgets whether the pod
 was deleted while in flight, and a requeue of a deleted pod must be dropped.
+
+The entries of the three, and `spec_changed`, are in runtime/queue_entries.py.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from batchsched.clock import Clock
-from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.model.pod import PodView
+from batchsched.runtime.queue_entries import OWN_ANNOTATIONS as OWN_ANNOTATIONS
+from batchsched.runtime.queue_entries import Flight, Landed, Ranked, Timed
+from batchsched.runtime.queue_entries import Less as Less
+from batchsched.runtime.queue_entries import spec_changed as spec_changed
 
 log = logging.getLogger(__name__)
 
@@ -35,75 +40,8 @@ ACTIVE: Final = "active"
 BACKOFF: Final = "backoff"
 UNSCHEDULABLE: Final = "unschedulable"
 
-Less = Callable[[QueuedPod, QueuedPod], bool]
 TenantOf = Callable[[PodView], str]
 Rank = Callable[[QueuedPod], tuple[tuple[int, float], ...]]
-
-# Everything but the pod's status can make a difference to where it fits.
-_STATUS_FIELDS: Final = frozenset({"phase", "start_time"})
-_SPEC_FIELDS: Final = tuple(
-    f.name for f in dataclasses.fields(PodView) if f.name not in _STATUS_FIELDS
-)
-
-
-# Annotations the scheduler writes itself: a change in them alone changes nothing it decides.
-OWN_ANNOTATIONS: Final = frozenset({ESTIMATED_START_ANNOTATION})
-
-
-def spec_changed(old: PodView, new: PodView) -> bool:
-    """True when `new` differs from `old` in anything but status (phase) and the scheduler's
-    own annotations."""
-    for name in _SPEC_FIELDS:
-        before, after = getattr(old, name), getattr(new, name)
-        if name == "annotations":
-            before = {k: v for k, v in before.items() if k not in OWN_ANNOTATIONS}
-            after = {k: v for k, v in after.items() if k not in OWN_ANNOTATIONS}
-        if before != after:
-            return True
-    return False
-
-
-class _Ranked:
-    """An active heap entry: QueueSort order first, insertion order on ties."""
-
-    __slots__ = ("less", "qp", "seq")
-
-    def __init__(self, qp: QueuedPod, seq: int, less: Less) -> None:
-        self.qp = qp
-        self.seq = seq
-        self.less = less
-
-    def __lt__(self, other: _Ranked) -> bool:
-        if self.less(self.qp, other.qp):
-            return True
-        if self.less(other.qp, self.qp):
-            return False
-        return self.seq < other.seq
-
-
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class _Timed:
-    """A backoff entry (`at` = when backoff ends) or a pool entry (`at` = when it was parked)."""
-
-    qp: QueuedPod
-    at: float
-    early: bool = False  # backing off after "no node fits", not an error: may leave early
-
-
-@dataclasses.dataclass(slots=True)
-class _Flight:
-    pod: PodView  # the version being scheduled
-    updated: PodView | None = None  # the newest version seen while in flight
-    changed: bool = False  # its spec differs from `pod`: the cycle's failure may be stale
-    deleted: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Landed:
-    """A pod back from flight: the version to requeue, and whether it changed meanwhile."""
-
-    qp: QueuedPod
-    changed: bool
 
 
 class SchedulingQueue:
@@ -129,13 +67,13 @@ class SchedulingQueue:
         self._max_backoff = max_backoff
         self._unschedulable_timeout = unschedulable_timeout
         # Heaps delete lazily: an entry counts only while its uid's dict still maps to it.
-        self._active: dict[str, _Ranked] = {}
-        self._active_heaps: dict[str, list[_Ranked]] = {}
-        self._backoff: dict[str, _Timed] = {}
-        self._backoff_heap: list[tuple[float, int, _Timed]] = []
+        self._active: dict[str, Ranked] = {}
+        self._active_heaps: dict[str, list[Ranked]] = {}
+        self._backoff: dict[str, Timed] = {}
+        self._backoff_heap: list[tuple[float, int, Timed]] = []
         # Parked in order of parking; the clock is monotonic, so oldest first.
-        self._unschedulable: dict[str, _Timed] = {}
-        self._in_flight: dict[str, _Flight] = {}
+        self._unschedulable: dict[str, Timed] = {}
+        self._in_flight: dict[str, Flight] = {}
         self._seq = 0
         self._cycle = 0
         self._move_request_cycle = -1
@@ -171,7 +109,7 @@ class SchedulingQueue:
                 self._move(qp)
                 self._ready.set()
             else:
-                self._unschedulable[uid] = _Timed(qp, parked.at)  # keeps its place in line
+                self._unschedulable[uid] = Timed(qp, parked.at)  # keeps its place in line
         else:
             self.add(new)
 
@@ -205,7 +143,7 @@ class SchedulingQueue:
         The head of each tenant's heap is a candidate; with a `rank`, the tenant whose head
         ranks best goes (fair share), otherwise the QueueSort order decides across heaps."""
         self.flush()
-        best: tuple[str, _Ranked] | None = None
+        best: tuple[str, Ranked] | None = None
         for tenant in list(self._active_heaps):
             head = self._head(tenant)
             if head is not None and (best is None or self._before(head, best[1])):
@@ -216,7 +154,7 @@ class SchedulingQueue:
         uid = ranked.qp.pod.uid
         del self._active[uid]
         self._cycle += 1
-        self._in_flight[uid] = _Flight(ranked.qp.pod)
+        self._in_flight[uid] = Flight(ranked.qp.pod)
         return dataclasses.replace(ranked.qp, attempts=ranked.qp.attempts + 1)
 
     def _pop_backoff_early(self) -> QueuedPod | None:
@@ -232,7 +170,7 @@ class SchedulingQueue:
         self._push_active(first.qp)
         return self.pop_ready()
 
-    def _head(self, tenant: str) -> _Ranked | None:
+    def _head(self, tenant: str) -> Ranked | None:
         heap = self._active_heaps[tenant]
         while heap and self._active.get(heap[0].qp.pod.uid) is not heap[0]:
             heapq.heappop(heap)  # deleted lazily: no longer what its uid maps to
@@ -241,7 +179,7 @@ class SchedulingQueue:
             return None
         return heap[0]
 
-    def _before(self, a: _Ranked, b: _Ranked) -> bool:
+    def _before(self, a: Ranked, b: Ranked) -> bool:
         if self._rank is not None:
             rank_a, rank_b = self._rank(a.qp), self._rank(b.qp)
             if rank_a != rank_b:
@@ -253,14 +191,14 @@ class SchedulingQueue:
         in flight afterwards, exactly as if `pop_ready` had returned them."""
         taken = []
         for uid in uids:
-            found: _Ranked | _Timed | None = None
+            found: Ranked | Timed | None = None
             for where in (self._active, self._backoff, self._unschedulable):
                 found = where.pop(uid, None)
                 if found is not None:
                     break
             if found is None:
                 continue
-            self._in_flight[uid] = _Flight(found.qp.pod)
+            self._in_flight[uid] = Flight(found.qp.pod)
             taken.append(dataclasses.replace(found.qp, attempts=found.qp.attempts + 1))
         return taken
 
@@ -304,7 +242,7 @@ class SchedulingQueue:
         if self._move_request_cycle >= cycle or landed.changed:
             self._push_backoff(landed.qp, now + self.backoff_duration(qp.attempts), early=True)
         else:
-            self._unschedulable[qp.pod.uid] = _Timed(landed.qp, now)
+            self._unschedulable[qp.pod.uid] = Timed(landed.qp, now)
         self._ready.set()
 
     def requeue_backoff(self, qp: QueuedPod) -> None:
@@ -382,14 +320,14 @@ class SchedulingQueue:
                 return found.qp
         return None
 
-    def _land(self, qp: QueuedPod) -> _Landed | None:
+    def _land(self, qp: QueuedPod) -> Landed | None:
         """End the pod's flight; None when it must not be requeued (deleted, or queued already)."""
         uid = qp.pod.uid
-        flight = self._in_flight.pop(uid, None) or _Flight(qp.pod)
+        flight = self._in_flight.pop(uid, None) or Flight(qp.pod)
         if flight.deleted or self._queued(uid) is not None:
             return None
         pod = flight.updated or qp.pod
-        return _Landed(QueuedPod(pod, self._clock.now(), qp.attempts), flight.changed)
+        return Landed(QueuedPod(pod, self._clock.now(), qp.attempts), flight.changed)
 
     def _move(self, qp: QueuedPod) -> None:
         expiry = qp.enqueued_at + self.backoff_duration(qp.attempts)
@@ -401,13 +339,13 @@ class SchedulingQueue:
     def _push_active(self, qp: QueuedPod, seq: int | None = None) -> None:
         if seq is None:
             seq = self._next_seq()
-        ranked = _Ranked(qp, seq, self._less)
+        ranked = Ranked(qp, seq, self._less)
         self._active[qp.pod.uid] = ranked
         tenant = self._tenant_of(qp.pod)
         heapq.heappush(self._active_heaps.setdefault(tenant, []), ranked)
 
     def _push_backoff(self, qp: QueuedPod, expiry: float, early: bool = False) -> None:
-        timed = _Timed(qp, expiry, early)
+        timed = Timed(qp, expiry, early)
         self._backoff[qp.pod.uid] = timed
         heapq.heappush(self._backoff_heap, (expiry, self._next_seq(), timed))
 
