@@ -4,6 +4,9 @@ Every task lives in one TaskGroup. Informers run in every replica, so a standby 
 cache and schedules at once after a failover; the scheduling loop runs only while leading.
 Losing the lease ends the process (exit 1), as kube-scheduler does: the Deployment restarts
 it as a standby. SIGTERM stops scheduling, waits for bindings in flight and releases the lease.
+
+Its collaborators: tenant quotas (runtime/app_quotas.py), objects the informers cannot parse
+(runtime/app_invalid.py) and the round every second (runtime/app_housekeeping.py).
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +25,8 @@ from batchsched.cache import SchedulerCache
 from batchsched.clock import SystemClock
 from batchsched.config import SchedulerConfig
 from batchsched.framework.profile import Profile
-from batchsched.gang.podgroup import PodGroupView, parse_pod_group
-from batchsched.kube.binder import EventRecorder, KubeBinder, ObjectRef, PodStatusWriter
+from batchsched.gang.podgroup import parse_pod_group
+from batchsched.kube.binder import EventRecorder, KubeBinder, PodStatusWriter
 from batchsched.kube.client import api_client, fence_writes, request_json
 from batchsched.kube.disruption import PDBS, DisruptionBudgets, parse_disruption_budget
 from batchsched.kube.eviction import KubeEvictor
@@ -44,6 +46,8 @@ from batchsched.model.pod import parse_pod
 from batchsched.model.priority_class import parse_priority_class
 from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
+from batchsched.runtime.app_housekeeping import Housekeeping
+from batchsched.runtime.app_invalid import InvalidObjects
 from batchsched.runtime.app_quotas import Quotas
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import (
@@ -52,19 +56,16 @@ from batchsched.runtime.handlers import (
     PriorityClassEvents,
     TopologyEvents,
 )
-from batchsched.runtime.preempting import NotePublisher, Preempting
+from batchsched.runtime.preempting import Preempting
+from batchsched.runtime.preemption_notes import NotePublisher
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.quota_reload import QuotaReloader
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.server import serve
-from gpu.nrt import API_VERSION, KIND, parse_nrt
+from gpu.nrt import parse_nrt
 from queues.model import QuotaPolicy
 
 logger = logging.getLogger(__name__)
-
-HOUSEKEEPING_INTERVAL_S = 1.0
-SUMMARY_INTERVAL_S = 10.0
-STATUS_GRACE_S = 2.0  # a gang waiting less than this gets no "Scheduling" status write
 
 
 class Watching(Protocol):
@@ -137,13 +138,17 @@ class App:
             gangs=self.gangs,
         )
         self.priority_classes = PriorityClassEvents()
+        self.topology_events = TopologyEvents(self.cache, self.queue)
+        self.invalid = InvalidObjects(
+            self.metrics, self.gangs, self.topology_events, self.scheduler
+        )
         nodes = Informer(
             api,
             NODES,
             parse_node,
             NodeEvents(self.cache, self.queue),
             key=lambda n: n.name,
-            on_invalid=self._invalid,
+            on_invalid=self.invalid.count,
         )
         self.pod_events = PodEvents(self.cache, self.queue, self.scheduler.admits, self.gangs)
         pods = Informer(
@@ -154,7 +159,7 @@ class App:
             # By uid: a pod recreated under its old name (StatefulSets, PyTorchJob workers)
             # is a delete and an add, even when a relist is the first to see it.
             key=lambda p: p.uid,
-            on_invalid=self._invalid,
+            on_invalid=self.invalid.count,
         )
         classes = Informer(
             api,
@@ -162,7 +167,7 @@ class App:
             parse_priority_class,
             self.priority_classes,
             key=lambda c: c.name,
-            on_invalid=self._invalid,
+            on_invalid=self.invalid.count,
         )
         groups = Informer(
             api,
@@ -170,7 +175,7 @@ class App:
             parse_pod_group,
             self.gangs,
             key=lambda g: g.key,
-            on_invalid=self._invalid_group,
+            on_invalid=self.invalid.pod_group,
         )
         # PodGroups are optional: without the CRD installed the scheduler still schedules plain
         # pods (the PodGroup informer keeps retrying, gang members wait with an Event).
@@ -202,6 +207,16 @@ class App:
             self.cache,
             lambda path, body: merge_patch(api, path, body),
         )
+        self.housekeeping = Housekeeping(
+            self.scheduler,
+            self.group_status,
+            self.preempting,
+            self.preemption_notes,
+            self.quotas,
+            self.pod_events,
+            leading=self.leading,
+            synced=lambda: all(i.synced.is_set() for i in self.required),
+        )
 
     # Tenant quotas (runtime/app_quotas.py): the policy in force and its subscribers.
 
@@ -230,7 +245,7 @@ class App:
                 parse_disruption_budget,
                 self.budgets,
                 key=lambda b: f"{b.namespace}/{b.name}",
-                on_invalid=self._invalid,
+                on_invalid=self.invalid.count,
             )
         )
         self.preempting = Preempting(
@@ -251,7 +266,6 @@ class App:
     # for a node, that node's GPUs come from its labels.
 
     def _init_topology(self, api: ApiClient) -> None:
-        self.topology_events = TopologyEvents(self.cache, self.queue)
         self.informers.append(
             Informer(
                 api,
@@ -259,55 +273,13 @@ class App:
                 parse_nrt,
                 self.topology_events,
                 key=lambda m: m.node,
-                on_invalid=self._invalid_topology,
+                on_invalid=self.invalid.topology,
             )
-        )
-
-    def _invalid_topology(self, raw: Mapping[str, object], err: Exception) -> None:
-        """A malformed NodeResourceTopology: counted, an Event on it, its node back on labels."""
-        self._invalid(raw, err)
-        meta = raw.get("metadata")
-        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
-            return
-        name = str(meta["name"])
-        self.topology_events.drop(name)
-        ref = ObjectRef(API_VERSION, KIND, "default", name, str(meta.get("uid", "")))
-        note = f"GPU topology ignored, node {name} falls back to its labels: {err}"
-        self.scheduler.spawn(
-            self.scheduler.events.record(ref, "Warning", "InvalidTopology", "Parsing", note)
         )
 
     def stop(self) -> None:
         """Stop scheduling, let bindings in flight finish, release the lease (as on SIGTERM)."""
         self._stop.set()
-
-    def _invalid(self, raw: Mapping[str, object], err: Exception) -> None:
-        kind = str(raw.get("kind") or "unknown")
-        self.metrics.invalid_objects.labels(kind=kind).inc()
-
-    def _invalid_group(self, raw: Mapping[str, object], err: Exception) -> None:
-        """A malformed PodGroup: remembered (its members say why they wait), counted, and an
-        Event on the object itself."""
-        self._invalid(raw, err)
-        self.gangs.mark_invalid(raw, err)
-        meta = raw.get("metadata")
-        if isinstance(meta, Mapping):
-            ref = ObjectRef(
-                "scheduling.x-k8s.io/v1alpha1",
-                "PodGroup",
-                str(meta.get("namespace", "")),
-                str(meta.get("name", "")),
-                str(meta.get("uid", "")),
-            )
-            self.scheduler.spawn(
-                self.scheduler.events.record(
-                    ref,
-                    "Warning",
-                    "InvalidPodGroup",
-                    "Validating",
-                    f"PodGroup is not scheduled: {err}",
-                )
-            )
 
     def health(self) -> tuple[bool, str]:
         return self.elector.healthz() if self.elector is not None else (True, "ok")
@@ -354,7 +326,7 @@ class App:
         try:
             async with asyncio.TaskGroup() as tasks:
                 children = [tasks.create_task(i.run()) for i in self.informers]
-                children.append(tasks.create_task(self._housekeeping()))
+                children.append(tasks.create_task(self.housekeeping.run()))
                 if self.quota_reloader is not None:
                     children.append(tasks.create_task(self.quota_reloader.run()))
                 work = tasks.create_task(self._lead_and_schedule())
@@ -383,68 +355,6 @@ class App:
         else:
             logger.info("waiting for leadership identity=%s", self.elector.identity)
             await self.elector.run(self.scheduler.run)
-
-    def _write_group_status(self) -> None:
-        now = self.scheduler.clock.now()
-        dirty, self.gangs.dirty = self.gangs.dirty, set()
-        for key in dirty:
-            if not self.gangs.settled(key, now, STATUS_GRACE_S):
-                self.gangs.dirty.add(key)  # look again at the next round
-                continue
-            group = self.gangs.group(key)
-            if group is not None:
-                status = self.gangs.status_of(key, self.cache.snapshot, time.time())
-                self.scheduler.spawn(self._write_status(key, group, status))
-
-    async def _write_status(self, key: str, group: PodGroupView, status: dict[str, object]) -> None:
-        if not await self.group_status.update(group, status):
-            self.gangs.dirty.add(key)  # lost (API unavailable, a conflict): the next round
-
-    async def _housekeeping(self) -> None:
-        last_summary = time.monotonic()
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
-            self.scheduler.expire_assumed()  # only with an assume TTL; none by default
-            if self.leading():
-                # Only the leader acts on deadlines and writes what they change: a standby
-                # holds no reservations, and what it sees is written when it leads.
-                now = self.scheduler.clock.now()
-                self.scheduler.gang_cycle.expire(now)
-                self.preempting.expire(now)
-                self.scheduler.check_reservations()
-                await self.preemption_notes.publish()
-                self._write_group_status()
-                await self._publish_estimates()
-            self.metrics.set_pending({**self.queue.counts(), "gated": len(self.pod_events.gated)})
-            snapshot = self.cache.snapshot
-            self.metrics.set_cache_size(
-                nodes=len(snapshot),
-                pods=sum(len(info.pods) for info in snapshot.nodes),
-                assumed_pods=self.cache.assumed_count(),
-            )
-            if time.monotonic() - last_summary >= SUMMARY_INTERVAL_S:
-                last_summary = time.monotonic()
-                self._warn_capacity()
-                c = self.scheduler.counts
-                logger.info(
-                    "summary attempts=%d scheduled=%d unschedulable=%d errors=%d bound=%d "
-                    "bind_failures=%d pending=%s",
-                    c.attempts,
-                    c.scheduled,
-                    c.unschedulable,
-                    c.errors,
-                    c.bound,
-                    c.bind_failures,
-                    self.queue.counts(),
-                )
-
-    def _warn_capacity(self) -> None:
-        if all(i.synced.is_set() for i in self.required):
-            self.quotas.warn_capacity()
-
-    async def _publish_estimates(self) -> None:
-        if self.elector is None or self.leading():
-            await self.quotas.publish_estimates()
 
 
 async def merge_patch(api: ApiClient, path: str, body: Mapping[str, object]) -> object:

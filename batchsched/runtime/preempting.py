@@ -18,28 +18,26 @@ out a refusal, below):
      or, when every victim is gone and it still does not fit, replans;
   5. a hold that outlives `hold_timeout_s` (victims that never terminate) is released.
 
-Holding the capacity: each preemptor pod is counted on its nominated node as a placeholder
-(its own view under the uid `nominated/<uid>`), over-committing the node while the victims
-terminate, so no other pod takes what they free. As kube's nominated-pods rule, a cycle for a
-pod of higher priority (and the preemptor's own cycle) lifts the placeholders below it and
-puts back those still in flight afterwards; whoever loses its room that way replans.
+Holding the capacity (runtime/preemption_flight.py `InFlight`): each preemptor pod counts on
+its nominated node as a placeholder while the victims terminate. As kube's nominated-pods
+rule, a cycle for a pod of higher priority (and the preemptor's own cycle) lifts the
+placeholders below it and puts back those still in flight afterwards; whoever loses its room
+that way replans.
+
+A preempting gang's progress is written to its PodGroup by runtime/preemption_notes.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView
-from batchsched.kube.binder import ObjectRef
 from batchsched.kube.eviction import EvictionOutcome, EvictionResult
 from batchsched.model.pod import PodView
-from batchsched.model.resources import NVIDIA_GPU
 from batchsched.preemption.execution import Answer, Execution, Refusals, eviction_order
 from batchsched.preemption.model import (
     BudgetExcess,
@@ -50,6 +48,7 @@ from batchsched.preemption.model import (
     budgets_exceeded,
 )
 from batchsched.preemption.planner import plan_preemption
+from batchsched.runtime.preemption_flight import InFlight, placeholders
 from batchsched.runtime.preemption_inputs import any_lower, live_request
 from batchsched.snapshot import Snapshot
 
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 HOLD_TIMEOUT_S: Final = 300.0
-NOMINATED_PREFIX: Final = "nominated/"
 NEVER: Final = "Never"
 
 Planner = Callable[[PreemptionRequest, Snapshot, ProfileRunner], PreemptionPlan | NoPlan]
@@ -77,43 +75,6 @@ class Evictor(Protocol):
 
 class Nominator(Protocol):
     async def set_nominated_node(self, pod: PodView, node_name: str | None) -> None: ...
-
-
-@dataclass(eq=False)
-class InFlight:
-    """One preemptor's plan: the capacity held while its victims terminate (while it is in
-    `Preempting.flights`) and its evictions (while it is in `Preempting.executing`)."""
-
-    key: str  # gang key, or "pod:<ns>/<name>"
-    priority: int  # the preemptor's (a gang: its highest member's)
-    plan: PreemptionPlan
-    preemptors: tuple[PodView, ...]
-    group: PodGroupView | None
-    deadline: float  # monotonic
-    holds: tuple[PodView, ...]  # placeholders, as counted on their nominated nodes
-    execution: Execution
-    held: bool = False
-    evicting: bool = False  # an eviction task runs
-
-    def terminated(self, snapshot: Snapshot) -> int:
-        return sum(1 for p in self.plan.victim_pods() if snapshot.node_of(p.uid) is None)
-
-    def progress(self, snapshot: Snapshot) -> str:
-        total = len(self.plan.victim_pods())
-        return f"{self.plan.describe()}, {self.terminated(snapshot)} of {total} terminated"
-
-    def who(self) -> str:
-        if self.group is not None:
-            return f"gang {self.group.key}"
-        return f"pod {self.preemptors[0].key}"
-
-
-def _placeholders(pods: Sequence[PodView], placements: Mapping[str, str]) -> tuple[PodView, ...]:
-    return tuple(
-        dataclasses.replace(p, uid=NOMINATED_PREFIX + p.uid, node_name=placements[p.uid])
-        for p in pods
-        if p.uid in placements
-    )
 
 
 class Preempting:
@@ -148,30 +109,12 @@ class Preempting:
         priority are not counted; every flight still in progress is held again after."""
         for flight in self.flights.values():
             if flight.key == key or flight.priority < priority:
-                self._unhold(flight)
+                flight.unhold(self.s.cache.snapshot)
         try:
             yield
         finally:
             for flight in self.flights.values():
-                self._hold(flight)
-
-    def _hold(self, flight: InFlight) -> None:
-        if flight.held:
-            return
-        snapshot = self.s.cache.snapshot
-        for placeholder in flight.holds:
-            if snapshot.get(placeholder.node_name) is not None:
-                snapshot.assume(placeholder, placeholder.node_name)
-        flight.held = True
-
-    def _unhold(self, flight: InFlight) -> None:
-        if not flight.held:
-            return
-        snapshot = self.s.cache.snapshot
-        for placeholder in flight.holds:
-            if snapshot.node_of(placeholder.uid) is not None:  # its node may have gone
-                snapshot.forget(placeholder)
-        flight.held = False
+                flight.hold(self.s.cache.snapshot)
 
     # PostFilter
 
@@ -267,14 +210,14 @@ class Preempting:
             tuple(pods),
             group,
             now + self.hold_timeout_s,
-            _placeholders(pods, plan.placements),
+            placeholders(pods, plan.placements),
             Execution(eviction_order(victims, budgets), now + self.hold_timeout_s),
         )
         self.flights[key] = flight
         self.executing.append(flight)
         for pod in pods:
             self._by_pod[pod.uid] = key
-        self._hold(flight)
+        flight.hold(s.cache.snapshot)
         s.metrics.preemption_victims.observe(len(victims))
         logger.info(
             "preempting key=%s victims=%d units=%d plan=%s",
@@ -287,7 +230,7 @@ class Preempting:
             node = plan.placements.get(pod.uid)
             if node is not None:
                 s.spawn(self.nominator.set_nominated_node(pod, node))
-        regarding = self._regarding(flight)
+        regarding = flight.regarding()
         s.spawn(s.events.record(regarding, "Normal", "Preempting", "Preempting", plan.describe()))
         s.spawn(self._evict(flight))
 
@@ -326,7 +269,7 @@ class Preempting:
         if answer is Answer.ACCEPTED:
             if first:
                 self.refusals.forget(flight.key)  # a plan started: its backoff starts over
-            note = self._victim_note(flight, victim)
+            note = flight.victim_note(victim)
             s.spawn(s.events.record(victim, "Normal", "Preempted", "Preempting", note))
         elif answer is Answer.GONE:
             logger.debug("victim gone before its eviction key=%s victim=%s", flight.key, victim.key)
@@ -359,24 +302,6 @@ class Preempting:
         refusal = self.refusals.refuse(flight.key, reason, self.s.clock.now(), uids)
         self.release(flight.key, reason, f"nothing evicted, planning again in {refusal.wait_s:g}s")
 
-    def _victim_note(self, flight: InFlight, victim: PodView) -> str:
-        node = victim.node_name
-        there = [p for p in flight.preemptors if flight.plan.placements.get(p.uid) == node]
-        gpus = sum(p.requests.scalar.get(NVIDIA_GPU, 0) for p in there)
-        room = f"{gpus} {NVIDIA_GPU}" if gpus else f"{len(there)} pod(s)"
-        return (
-            f"preempted by {flight.who()} (priority {flight.priority}) to make room for "
-            f"{room} on {node}"
-        )
-
-    def _regarding(self, flight: InFlight) -> PodView | ObjectRef:
-        group = flight.group
-        if group is None:
-            return flight.preemptors[0]
-        return ObjectRef(
-            "scheduling.x-k8s.io/v1alpha1", "PodGroup", group.namespace, group.name, group.uid
-        )
-
     # Endings
 
     def placed(self, key: str) -> None:
@@ -399,7 +324,7 @@ class Preempting:
         self._clear_nominations(flight)
         s.spawn(
             s.events.record(
-                self._regarding(flight),
+                flight.regarding(),
                 "Normal",
                 "PreemptionReleased",
                 "Preempting",
@@ -413,7 +338,7 @@ class Preempting:
         if flight is None:
             return None
         flight.execution.abandon()
-        self._unhold(flight)
+        flight.unhold(self.s.cache.snapshot)
         for pod in flight.preemptors:
             self._by_pod.pop(pod.uid, None)
         return flight
@@ -467,37 +392,3 @@ class Preempting:
             for key, flight in self.flights.items()
             if flight.group is not None
         }
-
-
-Patch = Callable[[str, Mapping[str, object]], Awaitable[object]]
-PREEMPTION_ANNOTATION: Final = "batchsched.io/preemption"
-
-
-class NotePublisher:
-    """Writes each preempting gang's progress to its PodGroup as the annotation
-    `batchsched.io/preemption` when it changes, and removes it when the preemption ends. (The
-    PodGroup status schema has no free-text field; its phase stays Pending meanwhile.)"""
-
-    def __init__(self, notes: Callable[[], Mapping[str, str]], patch: Patch) -> None:
-        self.notes = notes
-        self.patch = patch
-        self._published: dict[str, str] = {}
-
-    async def publish(self) -> None:
-        current = self.notes()
-        for key, note in current.items():
-            if self._published.get(key) != note and await self._write(key, note):
-                self._published[key] = note
-        for key in [k for k in self._published if k not in current]:
-            if await self._write(key, None):
-                del self._published[key]
-
-    async def _write(self, key: str, note: str | None) -> bool:
-        namespace, name = key.split("/", 1)
-        path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
-        try:
-            await self.patch(path, {"metadata": {"annotations": {PREEMPTION_ANNOTATION: note}}})
-        except Exception as err:  # a gone PodGroup or a failing API server: try again later
-            logger.debug("preemption note not written group=%s error=%s", key, err)
-            return False
-        return True

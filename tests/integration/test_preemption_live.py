@@ -28,7 +28,8 @@ from kubernetes_asyncio import client
 from batchsched.kube.client import MERGE_PATCH, ApiError, request_json
 from batchsched.kube.eviction import EvictionResult
 from batchsched.runtime.app import App, RunOptions
-from batchsched.runtime.preempting import PREEMPTION_ANNOTATION, Evictor
+from batchsched.runtime.preempting import Evictor
+from batchsched.runtime.preemption_notes import PREEMPTION_ANNOTATION
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.integration.control_plane import ControlPlane
 from tests.integration.helpers import create_node, create_pod, delete_pod_now, wait_for

@@ -35,13 +35,10 @@ from batchsched.preemption.model import (
     VictimGang,
 )
 from batchsched.runtime.handlers import NodeEvents, PodEvents
-from batchsched.runtime.preempting import (
-    NOMINATED_PREFIX,
-    PREEMPTION_ANNOTATION,
-    NotePublisher,
-    Preempting,
-)
+from batchsched.runtime.preempting import Preempting
+from batchsched.runtime.preemption_flight import NOMINATED_PREFIX
 from batchsched.runtime.preemption_inputs import started_at
+from batchsched.runtime.preemption_notes import PREEMPTION_ANNOTATION, NotePublisher
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
 from batchsched.runtime.scheduler import Scheduler

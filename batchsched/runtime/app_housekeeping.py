@@ -1,0 +1,119 @@
+"""The App's round every second (runtime/app.py): deadlines, PodGroup statuses, gauges, and
+a summary line every ten seconds.
+
+Only the leader acts on deadlines and writes what they change; every replica keeps its
+gauges current and logs its summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from batchsched.gang.podgroup import PodGroupView
+from batchsched.kube.podgroups import PodGroupStatusWriter
+from batchsched.runtime.app_quotas import Quotas
+from batchsched.runtime.handlers import PodEvents
+from batchsched.runtime.preempting import Preempting
+from batchsched.runtime.preemption_notes import NotePublisher
+from batchsched.runtime.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL_S = 1.0
+SUMMARY_INTERVAL_S = 10.0
+STATUS_GRACE_S = 2.0  # a gang waiting less than this gets no "Scheduling" status write
+
+
+class Housekeeping:
+    """`run` as a task: every `HOUSEKEEPING_INTERVAL_S` until cancelled. The cache, queue,
+    metrics and gangs are the scheduler's."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        group_status: PodGroupStatusWriter,
+        preempting: Preempting,
+        notes: NotePublisher,
+        quotas: Quotas,
+        pod_events: PodEvents,
+        *,
+        leading: Callable[[], bool],
+        synced: Callable[[], bool],
+    ) -> None:
+        self.scheduler = scheduler
+        self.cache = scheduler.cache
+        self.queue = scheduler.queue
+        self.metrics = scheduler.metrics
+        self.gangs = scheduler.gangs
+        self.group_status = group_status
+        self.preempting = preempting
+        self.notes = notes
+        self.quotas = quotas
+        self.pod_events = pod_events
+        self.leading = leading  # this replica may act (it leads, or elects no leader)
+        self.synced = synced  # the informers the scheduling loop waits for have synced
+
+    async def run(self) -> None:
+        last_summary = time.monotonic()
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            self.scheduler.expire_assumed()  # only with an assume TTL; none by default
+            if self.leading():
+                # Only the leader acts on deadlines and writes what they change: a standby
+                # holds no reservations, and what it sees is written when it leads.
+                now = self.scheduler.clock.now()
+                self.scheduler.gang_cycle.expire(now)
+                self.preempting.expire(now)
+                self.scheduler.check_reservations()
+                await self.notes.publish()
+                self._write_group_status()
+                if self.leading():  # still, after the writes above
+                    await self.quotas.publish_estimates()
+            self._set_gauges()
+            if time.monotonic() - last_summary >= SUMMARY_INTERVAL_S:
+                last_summary = time.monotonic()
+                if self.synced():
+                    self.quotas.warn_capacity()
+                self._log_summary()
+
+    def _write_group_status(self) -> None:
+        now = self.scheduler.clock.now()
+        dirty, self.gangs.dirty = self.gangs.dirty, set()
+        for key in dirty:
+            if not self.gangs.settled(key, now, STATUS_GRACE_S):
+                self.gangs.dirty.add(key)  # look again at the next round
+                continue
+            group = self.gangs.group(key)
+            if group is not None:
+                status = self.gangs.status_of(key, self.cache.snapshot, time.time())
+                self.scheduler.spawn(self._write_status(key, group, status))
+
+    async def _write_status(self, key: str, group: PodGroupView, status: dict[str, object]) -> None:
+        if not await self.group_status.update(group, status):
+            self.gangs.dirty.add(key)  # lost (API unavailable, a conflict): the next round
+
+    def _set_gauges(self) -> None:
+        self.metrics.set_pending({**self.queue.counts(), "gated": len(self.pod_events.gated)})
+        snapshot = self.cache.snapshot
+        self.metrics.set_cache_size(
+            nodes=len(snapshot),
+            pods=sum(len(info.pods) for info in snapshot.nodes),
+            assumed_pods=self.cache.assumed_count(),
+        )
+
+    def _log_summary(self) -> None:
+        c = self.scheduler.counts
+        logger.info(
+            "summary attempts=%d scheduled=%d unschedulable=%d errors=%d bound=%d "
+            "bind_failures=%d pending=%s",
+            c.attempts,
+            c.scheduled,
+            c.unschedulable,
+            c.errors,
+            c.bound,
+            c.bind_failures,
+            self.queue.counts(),
+        )

@@ -1,0 +1,76 @@
+"""What the App (runtime/app.py) does with an object its informers cannot parse.
+
+Every such object is counted by kind (the informer has logged it already). A malformed
+PodGroup is remembered, so its members say why they wait, and a malformed
+NodeResourceTopology sends its node back to the GPUs its labels describe; both get an Event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from batchsched.kube.binder import ObjectRef
+from batchsched.metrics import SchedulerMetrics
+from batchsched.runtime.gangs import GangTracker
+from batchsched.runtime.handlers import TopologyEvents
+from batchsched.runtime.scheduler import Scheduler
+from gpu.nrt import API_VERSION, KIND
+
+
+class InvalidObjects:
+    """The informers' `on_invalid` callbacks: `count` for any kind, `pod_group` and
+    `topology` for the kinds that need more than a count."""
+
+    def __init__(
+        self,
+        metrics: SchedulerMetrics,
+        gangs: GangTracker,
+        topology_events: TopologyEvents,
+        scheduler: Scheduler,
+    ) -> None:
+        self.metrics = metrics
+        self.gangs = gangs
+        self.topology_events = topology_events
+        self.scheduler = scheduler
+
+    def count(self, raw: Mapping[str, object], err: Exception) -> None:
+        kind = str(raw.get("kind") or "unknown")
+        self.metrics.invalid_objects.labels(kind=kind).inc()
+
+    def pod_group(self, raw: Mapping[str, object], err: Exception) -> None:
+        """A malformed PodGroup: remembered (its members say why they wait), counted, and an
+        Event on the object itself."""
+        self.count(raw, err)
+        self.gangs.mark_invalid(raw, err)
+        meta = raw.get("metadata")
+        if isinstance(meta, Mapping):
+            ref = ObjectRef(
+                "scheduling.x-k8s.io/v1alpha1",
+                "PodGroup",
+                str(meta.get("namespace", "")),
+                str(meta.get("name", "")),
+                str(meta.get("uid", "")),
+            )
+            self.scheduler.spawn(
+                self.scheduler.events.record(
+                    ref,
+                    "Warning",
+                    "InvalidPodGroup",
+                    "Validating",
+                    f"PodGroup is not scheduled: {err}",
+                )
+            )
+
+    def topology(self, raw: Mapping[str, object], err: Exception) -> None:
+        """A malformed NodeResourceTopology: counted, an Event on it, its node back on labels."""
+        self.count(raw, err)
+        meta = raw.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            return
+        name = str(meta["name"])
+        self.topology_events.drop(name)
+        ref = ObjectRef(API_VERSION, KIND, "default", name, str(meta.get("uid", "")))
+        note = f"GPU topology ignored, node {name} falls back to its labels: {err}"
+        self.scheduler.spawn(
+            self.scheduler.events.record(ref, "Warning", "InvalidTopology", "Parsing", note)
+        )
