@@ -274,7 +274,7 @@ def status_error(status: int, body: bytes) -> ApiError:
 def _decode_object(status: int, data: bytes) -> dict[str, object]:
     try:
         decoded = json.loads(data)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
         raise ApiError(status, "InvalidResponse", f"answer is not JSON: {err}") from err
     if not isinstance(decoded, dict):
         raise ApiError(status, "InvalidResponse", "answer is not a JSON object")

@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from batchsched.kube.client import ApiError
 
@@ -20,9 +20,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
-
-_PARSE_ERRORS: Final = (ValueError, TypeError, KeyError, AttributeError)
-
 
 class InformerHandler(Protocol[T_contra]):
     """Synchronous callbacks, called in watch order."""
@@ -57,7 +54,10 @@ class WatchLines:
 
 def decode_event(line: bytes) -> Mapping[str, object]:
     """One watch event: {"type": ..., "object": {...}}; ValueError if it is not one."""
-    event = json.loads(line)
+    try:
+        event = json.loads(line)
+    except RecursionError as err:  # not a ValueError: it would end the watch, not resume it
+        raise ValueError(f"watch event nested too deeply: {line[:200]!r}") from err
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise ValueError(f"not a watch event: {line[:200]!r}")
     if not isinstance(event.get("object"), dict):
@@ -189,7 +189,7 @@ class ObjectStore(Generic[T]):
         try:
             view = self._parse(raw)
             key = self._key(view)
-        except _PARSE_ERRORS as err:
+        except Exception as err:  # any parser failure: one bad object must not end the watch
             self._report_invalid(raw, err)
             return None
         return _Entry(object_ref(raw), key, resource_version(raw), view)

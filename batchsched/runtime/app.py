@@ -148,7 +148,7 @@ class App:
             parse_node,
             NodeEvents(self.cache, self.queue),
             key=lambda n: n.name,
-            on_invalid=self.invalid.count,
+            on_invalid=self.invalid.of("v1", "Node"),
         )
         self.pod_events = PodEvents(self.cache, self.queue, self.scheduler.admits, self.gangs)
         pods = Informer(
@@ -159,7 +159,7 @@ class App:
             # By uid: a pod recreated under its old name (StatefulSets, PyTorchJob workers)
             # is a delete and an add, even when a relist is the first to see it.
             key=lambda p: p.uid,
-            on_invalid=self.invalid.count,
+            on_invalid=self.invalid.of("v1", "Pod"),
         )
         classes = Informer(
             api,
@@ -167,7 +167,7 @@ class App:
             parse_priority_class,
             self.priority_classes,
             key=lambda c: c.name,
-            on_invalid=self.invalid.count,
+            on_invalid=self.invalid.of("scheduling.k8s.io/v1", "PriorityClass"),
         )
         groups = Informer(
             api,
@@ -245,7 +245,7 @@ class App:
                 parse_disruption_budget,
                 self.budgets,
                 key=lambda b: f"{b.namespace}/{b.name}",
-                on_invalid=self.invalid.count,
+                on_invalid=self.invalid.of("policy/v1", "PodDisruptionBudget"),
             )
         )
         self.preempting = Preempting(

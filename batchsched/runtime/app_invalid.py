@@ -1,13 +1,14 @@
 """What the App (runtime/app.py) does with an object its informers cannot parse.
 
-Every such object is counted by kind (the informer has logged it already). A malformed
-PodGroup is remembered, so its members say why they wait, and a malformed
-NodeResourceTopology sends its node back to the GPUs its labels describe; both get an Event.
+Every such object is counted by kind and gets a Warning Event saying why it is left out
+(the informer has logged it already, and kept the last good version). A malformed PodGroup
+is also remembered, so its members say why they wait, and a malformed NodeResourceTopology
+sends its node back to the GPUs its labels describe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
@@ -36,6 +37,29 @@ class InvalidObjects:
     def count(self, raw: Mapping[str, object], err: Exception) -> None:
         kind = str(raw.get("kind") or "unknown")
         self.metrics.invalid_objects.labels(kind=kind).inc()
+
+    def of(self, api_version: str, kind: str) -> Callable[[Mapping[str, object], Exception], None]:
+        """The callback for an informer of `kind`: listed items carry no kind of their own.
+        Counts the object and posts an `InvalidObject` Warning Event on it."""
+
+        def invalid(raw: Mapping[str, object], err: Exception) -> None:
+            self.count({**raw, "kind": kind}, err)
+            meta = raw.get("metadata")
+            if not isinstance(meta, Mapping):
+                return
+            ref = ObjectRef(
+                api_version,
+                kind,
+                _text(meta.get("namespace")) or "default",
+                _text(meta.get("name")),
+                _text(meta.get("uid")),
+            )
+            note = f"{kind} left out of scheduling (the last good version is kept): {err}"
+            self.scheduler.spawn(
+                self.scheduler.events.record(ref, "Warning", "InvalidObject", "Parsing", note)
+            )
+
+        return invalid
 
     def pod_group(self, raw: Mapping[str, object], err: Exception) -> None:
         """A malformed PodGroup: remembered (its members say why they wait), counted, and an
@@ -74,3 +98,8 @@ class InvalidObjects:
         self.scheduler.spawn(
             self.scheduler.events.record(ref, "Warning", "InvalidTopology", "Parsing", note)
         )
+
+
+def _text(value: object) -> str:
+    """A metadata string, or "" for anything else (a malformed object may hold anything)."""
+    return value[:253] if isinstance(value, str) else ""

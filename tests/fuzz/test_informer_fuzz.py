@@ -208,15 +208,10 @@ def check_store(
     assert mirror.views == {kind.key(v): v for v in expected.values()}
 
 
-# The informer's gaps, written as the tests that will pass once they are closed (xfail,
-# strict: they fail the suite the day they start passing, so the marker goes).
+# Two gaps fuzzing found in the informer, closed: a parser failure of any type, and a watch
+# line nested too deeply for json.loads.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="informer.py ObjectStore._read catches only _PARSE_ERRORS (ValueError, TypeError, "
-    "KeyError, AttributeError): any other parser bug escapes apply() and ends the watch",
-)
 def test_a_parser_bug_of_any_type_does_not_stop_the_stream() -> None:
     def buggy(raw: Mapping[str, object]) -> Any:
         name = str(raw["metadata"]["name"])  # type: ignore[index]
@@ -237,11 +232,6 @@ def test_a_parser_bug_of_any_type_does_not_stop_the_stream() -> None:
     assert list(mirror.views) == ["uid-fine"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="informer.py decode_event lets json.loads' RecursionError out (not a ValueError), "
-    "so _consume does not turn it into ApiUnavailable and the informer's run() ends",
-)
 def test_a_deeply_nested_watch_line_is_a_garbled_stream() -> None:
     line = b'{"type":"ADDED","object":{"spec":' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
     with pytest.raises(ValueError):
