@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from batchsched.bench.chaos_checker import clock
+from batchsched.bench.chaos_pods import clock
 
 USER_PREFIX: Final = "batchsched-"
 REPLICA_PREFIX: Final = "batchsched-replica-"  # identities are replica-<slot>-<n>

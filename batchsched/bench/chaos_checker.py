@@ -26,13 +26,19 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final
 
-from batchsched.model.quantity import QuantityError, milli_value
+from batchsched.bench.chaos_pods import (
+    TERMINAL,
+    PodState,
+    amounts,
+    clock,
+    finished_by_itself,
+    occupies,
+    parse_pod,
+    str_at,
+)
 
-GROUP_LABELS: Final = ("scheduling.x-k8s.io/pod-group", "pod-group.scheduling.sigs.k8s.io")
-TERMINAL: Final = frozenset({"Succeeded", "Failed"})
 # What batchsched posts on each victim it evicts (runtime/preempting.py), and as whom.
 PREEMPTED_REASON: Final = "Preempted"
 SCHEDULER_CONTROLLER: Final = "gpu-scheduler"
@@ -44,17 +50,6 @@ class Violation:
     at: float  # wall clock, seconds
     subject: str
     detail: str
-
-
-@dataclass
-class PodState:
-    uid: str
-    key: str  # namespace/name
-    gang: str | None  # namespace/group
-    node: str
-    phase: str
-    deleting: bool
-    requests: dict[str, int]  # milli-units
 
 
 @dataclass
@@ -122,17 +117,17 @@ class Checker:
         self.bench_deleted.add(uid)
 
     def node_event(self, kind: str, obj: Mapping[str, object], now: float) -> None:
-        name = _str(obj, "metadata", "name")
+        name = str_at(obj, "metadata", "name")
         if kind == "DELETED":
             self.nodes.pop(name, None)
             return
         status = obj.get("status")
         allocatable = status.get("allocatable") if isinstance(status, Mapping) else None
-        self.nodes[name] = _amounts(allocatable if isinstance(allocatable, Mapping) else {})
+        self.nodes[name] = amounts(allocatable if isinstance(allocatable, Mapping) else {})
         self._check_node(name, now)
 
     def group_event(self, kind: str, obj: Mapping[str, object]) -> None:
-        key = f"{_str(obj, 'metadata', 'namespace')}/{_str(obj, 'metadata', 'name')}"
+        key = f"{str_at(obj, 'metadata', 'namespace')}/{str_at(obj, 'metadata', 'name')}"
         if kind == "DELETED":
             return  # its members are still checked against what it said
         spec = obj.get("spec")
@@ -197,14 +192,14 @@ class Checker:
         if new.node and new.uid not in self.bound_at:
             self.bound_at[new.uid] = now
             self.bind_times.append(now)
-        if old is not None and not old.deleting and new.deleting and _occupies(old):
+        if old is not None and not old.deleting and new.deleting and occupies(old):
             self._suspect(old, now, "got a deletionTimestamp")
         self._place(old, new, now)
         self._gang_changed(new, now)
 
     def _gone(self, pod: PodState, now: float, how: str) -> None:
         known = self.pods.pop(pod.uid, None)
-        if known is not None and not known.deleting and _occupies(known):
+        if known is not None and not known.deleting and occupies(known):
             self._suspect(known, now, how)
         if known is not None:
             self._unplace(known)
@@ -221,7 +216,7 @@ class Checker:
     def _place(self, old: PodState | None, new: PodState, now: float) -> None:
         if old is not None:
             self._unplace(old)
-        if not _occupies(new):
+        if not occupies(new):
             return
         self.on_node.setdefault(new.node, set()).add(new.uid)
         if self._deferred is not None:
@@ -271,7 +266,7 @@ class Checker:
                 del gang.members[name]
                 if finished_by_itself(pod):
                     gang.finished[name] = pod.phase
-            if pod.uid in self.bench_deleted and _occupies(pod):
+            if pod.uid in self.bench_deleted and occupies(pod):
                 gang.bench_degraded = True  # the bench broke it: exempt until whole or empty
         else:
             gang.members[name] = pod.uid
@@ -281,7 +276,7 @@ class Checker:
         """Some members bound, fewer than minMember bound or finished: the timer runs. That
         covers a gang bound in part and one preempted or deleted in part alike."""
         states = [self.pods[uid] for uid in gang.members.values() if uid in self.pods]
-        bound = sum(1 for p in states if _occupies(p))
+        bound = sum(1 for p in states if occupies(p))
         gone = sum(1 for name in gang.finished if name not in gang.members)
         have = bound + gone + sum(1 for p in states if p.phase in TERMINAL)
         need = gang.min_member or len(gang.expected) or 1
@@ -369,86 +364,3 @@ class Checker:
         for v in self.violations:
             out[v.kind] = out.get(v.kind, 0) + 1
         return out
-
-
-def parse_pod(obj: Mapping[str, object]) -> PodState:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    labels = meta.get("labels")
-    labels = labels if isinstance(labels, Mapping) else {}
-    namespace = str(meta.get("namespace", ""))
-    group = next((labels[k] for k in GROUP_LABELS if isinstance(labels.get(k), str)), None)
-    return PodState(
-        uid=str(meta.get("uid", "")),
-        key=f"{namespace}/{meta.get('name', '')}",
-        gang=f"{namespace}/{group}" if group else None,
-        node=_str(obj, "spec", "nodeName"),
-        phase=_str(obj, "status", "phase") or "Pending",
-        deleting=bool(meta.get("deletionTimestamp")),
-        requests=pod_requests(obj),
-    )
-
-
-def pod_requests(obj: Mapping[str, object]) -> dict[str, int]:
-    """What a pod holds on its node, in milli-units: the larger of its containers' sum and
-    its biggest init container, plus overhead, plus one `pods`."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
-    total: dict[str, int] = {}
-    for container in _list(spec.get("containers")):
-        for name, amount in _container_requests(container).items():
-            total[name] = total.get(name, 0) + amount
-    for container in _list(spec.get("initContainers")):
-        for name, amount in _container_requests(container).items():
-            total[name] = max(total.get(name, 0), amount)
-    overhead = spec.get("overhead")
-    for name, amount in _amounts(overhead if isinstance(overhead, Mapping) else {}).items():
-        total[name] = total.get(name, 0) + amount
-    total["pods"] = 1000
-    return total
-
-
-def _container_requests(container: object) -> dict[str, int]:
-    resources = container.get("resources") if isinstance(container, Mapping) else None
-    resources = resources if isinstance(resources, Mapping) else {}
-    requests = resources.get("requests")
-    limits = resources.get("limits")
-    # Requests default to limits where only a limit is given (the API server fills them in).
-    merged = dict(limits) if isinstance(limits, Mapping) else {}
-    merged.update(requests if isinstance(requests, Mapping) else {})
-    return _amounts(merged)
-
-
-def _amounts(values: Mapping[object, object]) -> dict[str, int]:
-    out = {}
-    for name, value in values.items():
-        if isinstance(value, str | int | float):
-            try:
-                out[str(name)] = milli_value(value, str(name))
-            except QuantityError:
-                continue
-    return out
-
-
-def finished_by_itself(pod: PodState) -> bool:
-    """Succeeded, or Failed before any deletion began (then it was killed, not finished)."""
-    return pod.phase == "Succeeded" or (pod.phase == "Failed" and not pod.deleting)
-
-
-def clock(epoch: float) -> str:
-    """Wall-clock time of day in UTC, as the API server's audit log and the logs write it."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S.%f")[:-3]
-
-
-def _occupies(pod: PodState) -> bool:
-    return bool(pod.node) and pod.phase not in TERMINAL
-
-
-def _list(value: object) -> list[object]:
-    return list(value) if isinstance(value, list) else []
-
-
-def _str(obj: Mapping[str, object], section: str, name: str) -> str:
-    part = obj.get(section)
-    value = part.get(name) if isinstance(part, Mapping) else None
-    return value if isinstance(value, str) else ""

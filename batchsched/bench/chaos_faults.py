@@ -29,8 +29,9 @@ from typing import Final
 
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.bench.chaos_checker import TERMINAL, Checker, PodState
+from batchsched.bench.chaos_checker import Checker
 from batchsched.bench.chaos_operator import Operator
+from batchsched.bench.chaos_pods import TERMINAL, PodState
 from batchsched.bench.chaos_proxy import ProxyProcess
 from batchsched.bench.chaos_replicas import Replicas
 from batchsched.bench.e2e_cluster import BenchError, ControlPlane, run_script

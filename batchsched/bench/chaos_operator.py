@@ -16,7 +16,8 @@ from typing import Final
 
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.bench.chaos_checker import Checker, PodState, finished_by_itself
+from batchsched.bench.chaos_checker import Checker
+from batchsched.bench.chaos_pods import PodState, finished_by_itself
 from batchsched.bench.chaos_workload import (
     GROUPS_API,
     PRIORITY_CLASSES,

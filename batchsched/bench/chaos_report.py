@@ -7,8 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from batchsched.bench.chaos_audit import AuditCheck, describe_deleters
-from batchsched.bench.chaos_checker import Checker, Violation, clock
+from batchsched.bench.chaos_checker import Checker, Violation
 from batchsched.bench.chaos_faults import KINDS, FaultRecord
+from batchsched.bench.chaos_pods import clock
 from batchsched.bench.chaos_watch import LeaseHistory
 from batchsched.bench.e2e_watch import percentile
 

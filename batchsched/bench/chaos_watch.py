@@ -20,7 +20,8 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.bench.chaos_audit import parse_time
-from batchsched.bench.chaos_checker import PREEMPTED_REASON, Checker, PodState, parse_pod
+from batchsched.bench.chaos_checker import PREEMPTED_REASON, Checker
+from batchsched.bench.chaos_pods import PodState, parse_pod
 from batchsched.bench.chaos_workload import GROUPS_API
 from batchsched.kube.client import ApiError, ApiUnavailable, open_stream, request_json
 
