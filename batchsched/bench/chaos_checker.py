@@ -203,6 +203,7 @@ class Checker:
             self._suspect(known, now, how)
         if known is not None:
             self._unplace(known)
+            self._node_changed(known.node, now)
             self._gang_changed(known, now, gone=True)
 
     def _suspect(self, pod: PodState, now: float, how: str) -> None:
@@ -216,20 +217,23 @@ class Checker:
     def _place(self, old: PodState | None, new: PodState, now: float) -> None:
         if old is not None:
             self._unplace(old)
-        if not occupies(new):
-            return
-        self.on_node.setdefault(new.node, set()).add(new.uid)
-        if self._deferred is not None:
-            self._deferred.add(new.node)
-        else:
-            self._check_node(new.node, now)
+        if occupies(new):
+            self.on_node.setdefault(new.node, set()).add(new.uid)
+        for node in {new.node, old.node if old is not None else ""} - {""}:
+            self._node_changed(node, now)
 
     def _unplace(self, pod: PodState) -> None:
         uids = self.on_node.get(pod.node)
         if uids is not None:
             uids.discard(pod.uid)
-            if pod.node in self._overcommitted and not self._over(pod.node):
-                self._overcommitted.discard(pod.node)
+
+    def _node_changed(self, node: str, now: float) -> None:
+        if not node:
+            return
+        if self._deferred is not None:
+            self._deferred.add(node)
+        else:
+            self._check_node(node, now)
 
     def _over(self, node: str) -> list[str]:
         allocatable = self.nodes.get(node)
@@ -246,8 +250,12 @@ class Checker:
         ]
 
     def _check_node(self, node: str, now: float) -> None:
+        """One violation per episode: from the change that over-commits a node until one that
+        leaves it within its allocatable."""
         over = self._over(node)
-        if over and node not in self._overcommitted:
+        if not over:
+            self._overcommitted.discard(node)
+        elif node not in self._overcommitted:
             self._overcommitted.add(node)
             pods = [self.pods[u] for u in self.on_node.get(node, ())]
             held = ", ".join(

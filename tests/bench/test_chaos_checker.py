@@ -74,6 +74,16 @@ def test_nine_gpus_bound_to_an_eight_gpu_node_is_an_over_commit(checker: Checker
     assert "nvidia.com/gpu 9 > 8" in checker.violations[0].detail
 
 
+def test_an_over_commit_is_reported_once_while_it_lasts(checker: Checker) -> None:
+    checker.pod_event("ADDED", pod("a", node_name="n1", phase="Running", gpus=8), 1.0)
+    checker.pod_event("ADDED", pod("b", node_name="n1", gpus=8), 2.0)
+    checker.pod_event("MODIFIED", pod("b", node_name="n1", phase="Running", gpus=8), 3.0)
+    assert kinds(checker) == ["over-commit"]
+    checker.pod_event("MODIFIED", pod("b", node_name="n1", phase="Succeeded", gpus=8), 4.0)
+    checker.pod_event("ADDED", pod("c", node_name="n1", gpus=1), 5.0)
+    assert kinds(checker) == ["over-commit", "over-commit"]
+
+
 def test_room_freed_by_a_finished_pod_is_not_an_over_commit(checker: Checker) -> None:
     checker.pod_event("ADDED", pod("a", node_name="n1", phase="Running", gpus=8), 1.0)
     checker.pod_event("MODIFIED", pod("a", node_name="n1", phase="Succeeded", gpus=8), 2.0)
