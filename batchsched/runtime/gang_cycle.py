@@ -52,7 +52,15 @@ class GangCycle:
             s.report_failure(pod, self.gangs.missing_reason(key))
             return
         batch = [queued, *s.queue.take(self.gangs.members.get(key, set()) - {pod.uid})]
-        live = [q for q in batch if not s.queue.was_deleted(q.pod.uid) and not q.pod.node_name]
+        # Not deleted, not bound, and not counted already (a reserved or binding member).
+        snapshot = s.cache.snapshot
+        live = [
+            q
+            for q in batch
+            if not s.queue.was_deleted(q.pod.uid)
+            and not q.pod.node_name
+            and snapshot.node_of(q.pod.uid) is None
+        ]
         for q in batch:
             if q not in live:
                 s.queue.done(q.pod.uid)
@@ -68,7 +76,11 @@ class GangCycle:
             group,
             tuple(sorted((q.pod for q in live), key=lambda p: p.name)),
             reserved,
-            bound=self.gangs.counted(key, s.cache.snapshot) - len(reserved),
+            # Members bound before, and those that already ran to the end, count: a member
+            # recreated after the rest finished (a Job's retry) is placed on its own.
+            bound=self.gangs.counted(key, s.cache.snapshot)
+            - len(reserved)
+            + self.gangs.finished(key),
         )
         started = time.perf_counter()
         trial = s.cache.snapshot.begin_trial()

@@ -45,7 +45,8 @@ class PodEvents:
         self.assigned_gone: list[Callable[[PodView], None]] = []
 
     def _pending_ours(self, pod: PodView) -> bool:
-        if pod.node_name or pod.is_finished:
+        # A pod being deleted is not scheduled (binding it would only be refused), as in kube.
+        if pod.node_name or pod.is_finished or pod.deleting:
             self.gated.discard(pod.uid)
             return False
         if self.admits(pod):
@@ -59,6 +60,8 @@ class PodEvents:
         self.gangs.note_pod(pod)
         if _counts(pod):
             self.cache.add_pod(pod)
+        elif self.cache.is_assumed(pod.uid):
+            return  # placed by us and binding, or reserved at Permit: not queued again
         elif self._pending_ours(pod):
             self.queue.add(pod)
 
@@ -79,6 +82,11 @@ class PodEvents:
         if _counts(old):
             # Finished: its resources are free for pods waiting on them.
             self._assigned_gone(old, "AssignedPodFinished")
+        elif self.cache.is_assumed(new.uid) and not new.deleting:
+            # Placed by us, binding or waiting at Permit for its gang: an update (our own
+            # condition write, an annotation) must not put it back in the queue, or a later
+            # cycle would place it a second time.
+            return
         elif self._pending_ours(new):
             self.queue.update(old, new)
         elif self._pending_ours(old):

@@ -128,7 +128,8 @@ class Scheduler:
 
     def schedule_one(self, queued: QueuedPod) -> None:
         pod = queued.pod
-        if self.queue.was_deleted(pod.uid) or pod.node_name:
+        counted = self.cache.snapshot.node_of(pod.uid) is not None  # binding, or reserved
+        if self.queue.was_deleted(pod.uid) or pod.node_name or counted:
             self.queue.done(pod.uid)
             return
         gang = pod_group_of(pod)

@@ -131,3 +131,48 @@ async def test_a_gang_that_started_whole_is_never_reported_when_members_go() -> 
         scheduler.gang_cycle.expire(clock.now())
     await scheduler.drain()
     assert incomplete_events(recorded) == []
+
+
+async def test_a_late_update_of_a_bound_member_does_not_queue_it_again() -> None:
+    """Before: a stale update (our own condition write, sent before the binding) arrived after
+    the binding, the member went back to the queue unbound, and its next cycle placed it a
+    second time: `ValueError: ... already counted`, which ended the leader."""
+    scheduler, pods, nodes, _, _ = setup(Binds())
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 2, timeout=30)
+    members = [make_pod(f"g-{i}").gpus(2).label(LABEL, "g") for i in range(2)]
+    for member in members:
+        pods.on_add(member.view())
+    run_queue(scheduler)
+    await scheduler.drain()
+    assert scheduler.cache.is_assumed("uid-default-g-0")  # bound, not yet seen bound
+    stale = make_pod("g-0").gpus(2).label(LABEL, "g").annotation("note", "x").view()
+    pods.on_update(members[0].view(), stale)
+    assert scheduler.queue.counts()["active"] == 0
+    run_queue(scheduler)
+    assert scheduler.gangs.counted("default/g", scheduler.cache.snapshot) == 2
+
+
+def test_a_pending_pod_being_deleted_leaves_the_queue() -> None:
+    scheduler, pods, _, _, _ = setup(Binds())
+    pending = make_pod("p").cpu("1")
+    pods.on_add(pending.view())
+    assert scheduler.queue.counts()["active"] == 1
+    deleting = make_pod("p").cpu("1").set("metadata.deletionTimestamp", "2026-01-01T00:00:00Z")
+    pods.on_update(pending.view(), deleting.view())
+    assert scheduler.queue.counts()["active"] == 0
+
+
+async def test_a_member_recreated_after_the_rest_finished_is_placed_on_its_own() -> None:
+    """Before: finished members did not count, the lone new member waited for 7 others that
+    had already run, timed out, and waited again, forever."""
+    binds = Binds()
+    scheduler, pods, nodes, _, _ = setup(binds)
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 3, timeout=5)
+    for i in (0, 1):
+        pods.on_add(bound(f"g-{i}", "n1", "Succeeded"))
+    pods.on_add(make_pod("g-2").gpus(4).label(LABEL, "g").view())
+    run_queue(scheduler)
+    await scheduler.drain()
+    assert binds.bound == [("default/g-2", "n1")]
