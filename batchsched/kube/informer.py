@@ -9,6 +9,7 @@ is the thin shell that moves the bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -40,6 +41,7 @@ WATCH_TIMEOUT_S: Final = 300.0
 WATCH_GRACE_S: Final = 30.0
 # A watch that lived this long was healthy: the next failure starts backing off from scratch.
 HEALTHY_AFTER_S: Final = 10.0
+RECONNECT_MAX_S: Final = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +95,14 @@ class Informer(Generic[T]):
         self._api = api
         self._clock: Clock = clock or SystemClock()
         self._rng = rng or random.Random()
-        self._backoff = Backoff(self._rng)
+        # Reconnects back off to 5 s at most: after an API server restart a cache that stays
+        # stale for long is worse than a few more requests.
+        self._backoff = Backoff(self._rng, maximum=RECONNECT_MAX_S)
+        self._resync = asyncio.Event()  # a fresh list is wanted now (resync())
+        self._wanted = 0  # resync requests made, and the last one a list began after
+        self._served = 0
+        self._list_done = asyncio.Event()
+        self._stream: aiohttp.ClientResponse | None = None
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._listed = False
@@ -106,7 +115,7 @@ class Informer(Generic[T]):
         while True:
             started = self._clock.now()
             delivered = self._delivered
-            relisted = not self._listed
+            relisted = not self._listed or self._resync.is_set()
             try:
                 if relisted:
                     await self._list()
@@ -127,6 +136,8 @@ class Informer(Generic[T]):
                 await self._wait_before_retry(started, "watch ended early")
 
     async def _wait_before_retry(self, started: float, why: object) -> None:
+        if self._resync.is_set():
+            return  # a fresh list is wanted at once (it too backs off if it fails)
         if self._clock.now() - started >= HEALTHY_AFTER_S:
             self._backoff.reset()
         delay = self._backoff.next_delay()
@@ -137,7 +148,8 @@ class Informer(Generic[T]):
             self._listed,
             why,
         )
-        await asyncio.sleep(delay)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._resync.wait(), delay)
 
     def _selectors(self) -> list[tuple[str, str]]:
         query = []
@@ -151,8 +163,23 @@ class Informer(Generic[T]):
         """List now and deliver the difference (what a 410 Gone leads to); tests force one."""
         await self._list()
 
+    async def resync(self) -> None:
+        """Have the running informer list afresh now (cutting its watch, or its wait before
+        a retry, short) and return once the store holds that list. A new leader calls it
+        before its first cycle: a watch that has not yet caught up after an API server
+        restart must not let it place pods on GPUs that another replica just bound."""
+        self._wanted += 1
+        wanted = self._wanted
+        self._resync.set()
+        if self._stream is not None:
+            self._stream.close()
+        while self._served < wanted:
+            self._list_done.clear()
+            await self._list_done.wait()
+
     async def _list(self) -> None:
         start = time.perf_counter()
+        serving = self._wanted  # the resync requests this list answers
         listing: Listing[T] = Listing([], set())
         version, token = "", ""
         while True:
@@ -171,6 +198,10 @@ class Informer(Generic[T]):
                 break
         adds, updates, deletes = self.store.replace(listing, version)
         self._listed = True
+        self._served = max(self._served, serving)
+        if self._served >= self._wanted:
+            self._resync.clear()
+        self._list_done.set()
         self.synced.set()
         log.info(
             "listed kind=%s items=%d adds=%d updates=%d deletes=%d rv=%s seconds=%.3f",
@@ -199,11 +230,14 @@ class Informer(Generic[T]):
             if err.status == 410:
                 raise Expired(err.message) from err
             raise
+        self._stream = resp
         try:
-            await self._consume(resp)
+            if not self._resync.is_set():
+                await self._consume(resp)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             raise ApiUnavailable(f"watch {self.resource.kind}: {type(err).__name__}") from err
         finally:
+            self._stream = None
             resp.release()
 
     async def _consume(self, resp: aiohttp.ClientResponse) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,8 @@ class Watching(Protocol):
     async def run(self) -> None: ...
 
     async def wait_synced(self) -> None: ...
+
+    async def resync(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -354,7 +357,17 @@ class App:
             await self.scheduler.run()
         else:
             logger.info("waiting for leadership identity=%s", self.elector.identity)
-            await self.elector.run(self.scheduler.run)
+            await self.elector.run(self._schedule_as_leader)
+
+    async def _schedule_as_leader(self) -> None:
+        """A new leader lists Nodes and Pods afresh before its first cycle: its watches may
+        still be catching up (after an API server restart they reconnect with backoff) with
+        bindings the last leader made, and placing on that stale view over-commits."""
+        started = time.monotonic()
+        fresh = [i.resync() for i in self.required if i.resource.kind in ("Node", "Pod")]
+        await asyncio.gather(*fresh)
+        logger.info("leader cache fresh seconds=%.2f", time.monotonic() - started)
+        await self.scheduler.run()
 
 
 async def merge_patch(api: ApiClient, path: str, body: Mapping[str, object]) -> object:

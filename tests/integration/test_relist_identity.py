@@ -4,6 +4,8 @@ through the app's own informer, handlers, cache and queue."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -12,7 +14,7 @@ from batchsched.config import default_config
 from batchsched.runtime.app import App, RunOptions
 from tests.builders import make_node, make_pod
 from tests.integration.control_plane import ControlPlane
-from tests.integration.helpers import create_node, create_pod, delete_pod_now
+from tests.integration.helpers import create_node, create_pod, delete_pod_now, wait_for
 from tests.integration.live import scheduler_api
 
 
@@ -53,3 +55,30 @@ async def test_a_relist_sees_a_same_named_pod_as_a_delete_and_an_add(
         queued = app.queue.pop_ready()
         assert queued is not None and queued.pod.name == "worker-0"
         assert queued.pod.uid in uids
+
+
+async def test_resync_cuts_a_running_watch_and_returns_with_a_fresh_list(
+    control_plane: ControlPlane, api: client.ApiClient
+) -> None:
+    """What a new leader does before its first cycle; the informer keeps watching after."""
+    await create_node(api, make_node("resync-n1").cpu("4"))
+    async with await scheduler_api(control_plane) as sched_api:
+        app = App(RunOptions(leader_elect=False), default_config(), sched_api)
+        pods = informer(app, "Pod")
+        await informer(app, "Node").relist()
+        task = asyncio.create_task(pods.run())
+        try:
+            await asyncio.wait_for(pods.wait_synced(), timeout=30)
+            await create_pod(api, make_pod("resync-a").cpu("1").node("resync-n1"))
+            await asyncio.wait_for(asyncio.gather(pods.resync(), pods.resync()), timeout=30)
+            assert cpu_on(app, "resync-n1") == 1000  # in the fresh list, whatever the watch did
+            await create_pod(api, make_pod("resync-b").cpu("1").node("resync-n1"))
+
+            async def watched() -> bool:
+                return cpu_on(app, "resync-n1") == 2000
+
+            await wait_for(watched, timeout=30, what="the watch resumed after the resync")
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
