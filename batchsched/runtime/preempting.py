@@ -10,10 +10,11 @@ out a refusal, below):
      backoff (preemption/execution.py `Refusals`: 5 s doubling to 160 s);
   3. otherwise: hold the nominated capacity (below), write status.nominatedNodeName, post a
      `Preempting` Event, and evict the victims through the Eviction API, those a budget
-     covers first, one at a time, with a `Preempted` Event on each. A refusal (429: a budget
-     raced us) of the first eviction ends the plan as in 2. Once one eviction was accepted,
-     every victim goes (`Execution`), even when the preemptor is placed early, deleted or
-     gives up: failed evictions are tried again after a backoff (`expire` drives it);
+     covers first, one at a time, each announced by a `Preempted` Event before it is
+     evicted. A refusal (429: a budget raced us) of the first eviction ends the plan as in
+     2. Once one eviction was accepted, every victim goes (`Execution`), even when the
+     preemptor is placed early, deleted or gives up: failed evictions are tried again
+     after a backoff (`expire` drives it);
   4. each victim that goes moves the unschedulable pool; the preemptor's next cycle binds it,
      or, when every victim is gone and it still does not fit, replans;
   5. a hold that outlives `hold_timeout_s` (victims that never terminate) is released.
@@ -247,6 +248,7 @@ class Preempting:
                 if self.s.cache.snapshot.node_of(victim.uid) is None:
                     execution.went([victim.uid])  # deleted meanwhile: nothing to evict
                     continue
+                await self._announce(flight, victim)
                 result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
                 self._answered(flight, victim, result)
         finally:
@@ -260,6 +262,15 @@ class Preempting:
                         len(execution.given_up),
                     )
 
+    async def _announce(self, flight: InFlight, victim: PodView) -> None:
+        """The victim's `Preempted` Event, awaited before its eviction: a replica killed in
+        between leaves an announcement, never an unexplained eviction."""
+        if victim.uid in flight.announced:
+            return
+        flight.announced.add(victim.uid)
+        note = flight.victim_note(victim)
+        await self.s.events.record(victim, "Normal", "Preempted", "Preempting", note)
+
     def _answered(self, flight: InFlight, victim: PodView, result: EvictionResult) -> None:
         s = self.s
         execution = flight.execution
@@ -269,8 +280,6 @@ class Preempting:
         if answer is Answer.ACCEPTED:
             if first:
                 self.refusals.forget(flight.key)  # a plan started: its backoff starts over
-            note = flight.victim_note(victim)
-            s.spawn(s.events.record(victim, "Normal", "Preempted", "Preempting", note))
         elif answer is Answer.GONE:
             logger.debug("victim gone before its eviction key=%s victim=%s", flight.key, victim.key)
         elif execution.ended:

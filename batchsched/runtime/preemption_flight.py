@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from batchsched.gang.podgroup import PodGroupView
@@ -39,6 +39,8 @@ class InFlight:
     execution: Execution
     held: bool = False
     evicting: bool = False  # an eviction task runs
+    # Victims whose `Preempted` Event was posted: each is announced before its eviction.
+    announced: set[str] = field(default_factory=set)
 
     def terminated(self, snapshot: Snapshot) -> int:
         return sum(1 for p in self.plan.victim_pods() if snapshot.node_of(p.uid) is None)
