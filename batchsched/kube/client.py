@@ -81,19 +81,24 @@ class NotLeading(ApiUnavailable):
 # Per client: may it write now? Only the replica holding the Lease writes (DESIGN.md,
 # invariant 7); the fence is checked on every non-GET request, here, in one place, so no
 # code path (housekeeping, an Event for a malformed object seen by a standby) can forget it.
-_FENCES: WeakKeyDictionary[ApiClient, Callable[[], bool]] = WeakKeyDictionary()
+_FENCES: WeakKeyDictionary[ApiClient, Callable[[], float]] = WeakKeyDictionary()
 
 
-def fence_writes(api: ApiClient, may_write: Callable[[], bool]) -> None:
+def fence_writes(api: ApiClient, write_window: Callable[[], float]) -> None:
     """From now on, every write through `api` (except the Lease's own, which pass
-    `fenced=False`) first asks `may_write()` and raises `NotLeading` when it says no."""
-    _FENCES[api] = may_write
+    `fenced=False`) first asks `write_window()`: the seconds this replica may still write
+    (until its lease could be taken over). None left: `NotLeading`; some: the request must
+    be done within them, so a write stuck in a queue (an overloaded API server) is dropped
+    here rather than arriving after a standby took over."""
+    _FENCES[api] = write_window
 
 
-def _check_fence(api: ApiClient, method: str, path: str) -> None:
-    may_write = _FENCES.get(api)
-    if may_write is not None and not may_write():
+def _fence_window(api: ApiClient, method: str, path: str) -> float:
+    window = _FENCES.get(api)
+    left = float("inf") if window is None else window()
+    if left <= 0:
         raise NotLeading(f"{method} {path}: not the leader; this replica does not write")
+    return left
 
 
 class Backoff:
@@ -206,7 +211,7 @@ async def request_json(
     (`fence_writes`) and its replica does not hold the Lease; `fenced=False` is for the
     Lease itself."""
     if fenced and method != "GET":
-        _check_fence(api, method, path)
+        timeout = min(timeout, _fence_window(api, method, path))
     headers = {"Accept": JSON, "Content-Type": content_type}
     try:
         resp: aiohttp.ClientResponse = await api.call_api(

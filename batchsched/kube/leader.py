@@ -180,14 +180,18 @@ class LeaderElector:
         """True between a successful acquire and the end of `run` (loss, return or cancel)."""
         return self._leading
 
-    def holds_lease(self) -> bool:
-        """Whether this replica may write now: it leads and its last successful renewal is
-        less than renewDeadline old. Stricter than `is_leader`, which turns false only once
-        the renew loop has noticed: a loop stalled by a long cycle must not write on a lease
-        a standby may already be taking over."""
+    def write_window(self) -> float:
+        """Seconds this replica may still write: until renewDeadline after its last
+        successful renewal (a standby may take over leaseDuration after it); 0 when it
+        does not lead."""
         if not self._leading:
-            return False
-        return self._clock.now() - self._last_renew < self.config.renew_deadline
+            return 0.0
+        return self._last_renew + self.config.renew_deadline - self._clock.now()
+
+    def holds_lease(self) -> bool:
+        """Whether this replica may write now (`write_window` has time left): stricter than
+        `is_leader`, which turns false only once the renew loop has noticed a loss."""
+        return self.write_window() > 0
 
     @property
     def leader(self) -> str:

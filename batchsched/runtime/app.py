@@ -199,7 +199,7 @@ class App:
                 metrics=self.metrics,
                 renew_client=lambda: ApiClient(api.configuration),
             )
-            fence_writes(api, self.may_write)
+            fence_writes(api, self.write_window)
         self.quotas = Quotas(
             api,
             clock,
@@ -296,12 +296,15 @@ class App:
     def leading(self) -> bool:
         return self.elector.is_leader if self.elector is not None else True
 
-    def may_write(self) -> bool:
-        """The write fence (`fence_writes`): only while holding the Lease, fresh."""
-        if self.elector is None or self.elector.holds_lease():
-            return True
-        self.metrics.writes_fenced.inc()
-        return False
+    def write_window(self) -> float:
+        """The write fence (`fence_writes`): how long this replica may still write, by its
+        last renewal and the renew deadline; 0 when it does not lead."""
+        if self.elector is None:
+            return float("inf")
+        left = self.elector.write_window()
+        if left <= 0:
+            self.metrics.writes_fenced.inc()
+        return left
 
     async def run(self) -> int:
         """Serve until SIGTERM/SIGINT (exit 0) or lost leadership (exit 1)."""

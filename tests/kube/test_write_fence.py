@@ -21,13 +21,13 @@ async def api() -> client.ApiClient:
 async def test_a_fenced_client_refuses_every_write_before_it_leaves(
     api: client.ApiClient, method: str
 ) -> None:
-    fence_writes(api, lambda: False)
+    fence_writes(api, lambda: 0.0)
     with pytest.raises(NotLeading, match="not the leader"):
         await request_json(api, method, "/api/v1/namespaces/default/pods", body={})
 
 
 async def test_reads_and_the_lease_s_own_writes_pass_the_fence(api: client.ApiClient) -> None:
-    fence_writes(api, lambda: False)
+    fence_writes(api, lambda: 0.0)
     for method, fenced in (("GET", True), ("PUT", False)):
         with pytest.raises(ApiUnavailable) as caught:
             await request_json(api, method, "/apis/x", body=None, fenced=fenced, timeout=2)
@@ -36,10 +36,31 @@ async def test_reads_and_the_lease_s_own_writes_pass_the_fence(api: client.ApiCl
 
 async def test_the_fence_is_asked_at_every_write(api: client.ApiClient) -> None:
     leading = [True]
-    fence_writes(api, lambda: leading[0])
+    fence_writes(api, lambda: 30.0 if leading[0] else 0.0)
     with pytest.raises(ApiUnavailable) as caught:
         await request_json(api, "POST", "/api/v1/x", body={}, timeout=2)
     assert not isinstance(caught.value, NotLeading)
     leading[0] = False
     with pytest.raises(NotLeading):
         await request_json(api, "POST", "/api/v1/x", body={}, timeout=2)
+
+
+async def test_a_write_must_be_done_within_the_window_the_fence_gives() -> None:
+    """A request stuck (here: a server that accepts and never answers) is dropped when the
+    window ends, not sent late after a standby may have taken over."""
+    import asyncio
+    import time
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    async with server, client.ApiClient(cfg) as api_client:
+        fence_writes(api_client, lambda: 0.5)
+        started = time.monotonic()
+        with pytest.raises(ApiUnavailable):
+            await request_json(api_client, "POST", "/api/v1/x", body={}, timeout=30)
+        assert time.monotonic() - started < 5
