@@ -69,6 +69,7 @@ class GangTracker:
         self.partial_since: dict[str, float] = {}  # bound below minMember since (monotonic)
         self.incomplete_reported: set[str] = set()  # partial gangs already told about
         self.quorum_reached: set[str] = set()  # gangs that had minMember bound at some point
+        self.finished_gone: dict[str, int] = {}  # key -> finished members deleted since
         self.phases: dict[str, str] = {}  # member uid -> its pod's phase
         self.schedule_start: dict[str, float] = {}  # key -> wall time it was first scheduled
         self.final: dict[str, str] = {}  # key -> Finished or Failed, which never change back
@@ -100,6 +101,7 @@ class GangTracker:
     def on_delete(self, group: PodGroupView) -> None:
         self.groups.pop(group.key, None)
         self.quorum_reached.discard(group.key)
+        self.finished_gone.pop(group.key, None)
         self.incomplete_reported.discard(group.key)
         self.partial_since.pop(group.key, None)
         if group.key in self.waiting:
@@ -124,7 +126,10 @@ class GangTracker:
 
     def forget_pod(self, pod: PodView) -> None:
         key = pod_group_of(pod)
-        self.phases.pop(pod.uid, None)
+        phase = self.phases.pop(pod.uid, None)
+        if key is not None and phase in _TERMINAL_PHASES and key in self.groups:
+            # A finished member garbage-collected (or deleted) still ran: it keeps counting.
+            self.finished_gone[key] = self.finished_gone.get(key, 0) + 1
         if key is not None and key in self.members:
             self.members[key].discard(pod.uid)
             if not self.members[key]:
@@ -219,9 +224,10 @@ class GangTracker:
     def finished(self, key: str) -> int:
         """Members that ran to the end (Succeeded or Failed): they count toward the quorum,
         as they were bound once and their gang did start."""
-        return sum(
+        live = sum(
             1 for uid in self.members.get(key, ()) if self.phases.get(uid) in _TERMINAL_PHASES
         )
+        return live + self.finished_gone.get(key, 0)
 
     def newly_incomplete(self, snapshot: Snapshot, now: float) -> list[str]:
         """Gangs bound below minMember for longer than their timeout (a binding failed and

@@ -176,3 +176,18 @@ async def test_a_member_recreated_after_the_rest_finished_is_placed_on_its_own()
     run_queue(scheduler)
     await scheduler.drain()
     assert binds.bound == [("default/g-2", "n1")]
+
+
+async def test_a_finished_member_deleted_since_still_counts_toward_the_quorum() -> None:
+    binds = Binds()
+    scheduler, pods, nodes, _, _ = setup(binds)
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 3, timeout=5)
+    done = [bound(f"g-{i}", "n1", "Succeeded") for i in (0, 1)]
+    for pod in done:
+        pods.on_add(pod)
+    pods.on_delete(done[0])  # garbage-collected after it succeeded
+    pods.on_add(make_pod("g-2").gpus(4).label(LABEL, "g").view())
+    run_queue(scheduler)
+    await scheduler.drain()
+    assert binds.bound == [("default/g-2", "n1")]
