@@ -219,7 +219,8 @@ class EventRecorder:
 
     async def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
-    ) -> None:
+    ) -> bool:
+        """Post (or count again) an Event; False when the API did not take it (logged)."""
         key = (regarding.uid, type_, reason, action, note)
         now = self._clock.now()
         series = self._series.get(key)
@@ -230,12 +231,12 @@ class EventRecorder:
             # Serialized per series: a repeat must not overtake the create it extends.
             async with series.lock:
                 if await self._patch_series(series):
-                    return
+                    return True
             # The Event expired or was deleted on the server: start a new one below.
         series = _Series(regarding.namespace, self._event_name(regarding), 1, now)
         _remember(self._series, key, series)
         async with series.lock:
-            await self._create(series, regarding, type_, reason, action, note)
+            return await self._create(series, regarding, type_, reason, action, note)
 
     def _event_name(self, pod: PodView | ObjectRef) -> str:
         # Unique per recorder: the wall time in ns (as kube's recorders name Events) plus a
@@ -252,7 +253,7 @@ class EventRecorder:
         reason: str,
         action: str,
         note: str,
-    ) -> None:
+    ) -> bool:
         ref = (
             pod
             if isinstance(pod, ObjectRef)
@@ -281,6 +282,8 @@ class EventRecorder:
         try:
             await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
         except (ApiError, ApiUnavailable) as err:
+            if isinstance(err, ApiError) and err.status == 409:
+                return True  # an earlier try whose answer was lost created it
             log.log(
                 logging.DEBUG if isinstance(err, NotLeading) else logging.WARNING,
                 "event create failed kind=%s object=%s/%s reason=%s error=%s",
@@ -290,6 +293,8 @@ class EventRecorder:
                 reason,
                 err,
             )
+            return False
+        return True
 
     async def _patch_series(self, series: _Series) -> bool:
         """False when the Event is gone (404): the caller creates a new one."""

@@ -15,17 +15,13 @@ out a refusal, below):
      2. Once one eviction was accepted, every victim goes (`Execution`), even when the
      preemptor is placed early, deleted or gives up: failed evictions are tried again
      after a backoff (`expire` drives it);
-  4. each victim that goes moves the unschedulable pool; the preemptor's next cycle binds it,
-     or, when every victim is gone and it still does not fit, replans;
+  4. each victim gone moves the pool; the preemptor binds, or replans if it still does not fit;
   5. a hold that outlives `hold_timeout_s` (victims that never terminate) is released.
 
-Holding the capacity (runtime/preemption_flight.py `InFlight`): each preemptor pod counts on
-its nominated node as a placeholder while the victims terminate. As kube's nominated-pods
-rule, a cycle for a pod of higher priority (and the preemptor's own cycle) lifts the
-placeholders below it and puts back those still in flight afterwards; whoever loses its room
-that way replans.
-
-A preempting gang's progress is written to its PodGroup by runtime/preemption_notes.py.
+Holding the capacity (preemption_flight.py `InFlight`): each preemptor pod counts on its
+nominated node as a placeholder while the victims terminate; as kube's nominated-pods rule, a
+higher-priority cycle (and the preemptor's own) lifts the placeholders below it meanwhile.
+A preempting gang's progress goes to its PodGroup (runtime/preemption_notes.py).
 """
 
 from __future__ import annotations
@@ -248,8 +244,10 @@ class Preempting:
                 if self.s.cache.snapshot.node_of(victim.uid) is None:
                     execution.went([victim.uid])  # deleted meanwhile: nothing to evict
                     continue
-                await self._announce(flight, victim)
-                result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
+                if await self._announce(flight, victim):
+                    result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
+                else:
+                    result = EvictionResult(EvictionOutcome.FAILED, "its Preempted Event failed")
                 self._answered(flight, victim, result)
         finally:
             flight.evicting = False
@@ -262,14 +260,16 @@ class Preempting:
                         len(execution.given_up),
                     )
 
-    async def _announce(self, flight: InFlight, victim: PodView) -> None:
-        """The victim's `Preempted` Event, awaited before its eviction: a replica killed in
-        between leaves an announcement, never an unexplained eviction."""
-        if victim.uid in flight.announced:
-            return
-        flight.announced.add(victim.uid)
-        note = flight.victim_note(victim)
-        await self.s.events.record(victim, "Normal", "Preempted", "Preempting", note)
+    async def _announce(self, flight: InFlight, victim: PodView) -> bool:
+        """The victim's `Preempted` Event, posted before its eviction is asked for (False:
+        it was not, so no eviction yet): never an unexplained eviction."""
+        if victim.uid not in flight.announced:
+            note = flight.victim_note(victim)
+            posted = await self.s.events.record(victim, "Normal", "Preempted", "Preempting", note)
+            if posted is False:
+                return False
+            flight.announced.add(victim.uid)
+        return True
 
     def _answered(self, flight: InFlight, victim: PodView, result: EvictionResult) -> None:
         s = self.s

@@ -51,7 +51,8 @@ class StatusWriter(Protocol):
 class Recorder(Protocol):
     async def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
-    ) -> None: ...
+    ) -> bool | None:
+        """False when the Event could not be posted (None: a recorder that does not say)."""
 
 
 @dataclass
@@ -100,7 +101,7 @@ class Scheduler:
         self.preempting: Preempting | None = None  # PostFilter; set by the app
         self._holding: frozenset[str] = frozenset()  # reservations holding pods back
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
 
     def admits(self, pod: PodView) -> bool:
         """Whether a pending pod belongs in our queue: one of our profiles names it and its
@@ -289,12 +290,12 @@ class Scheduler:
         await self.status.mark_unschedulable(pod, message)
         await self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
 
-    def spawn(self, work: Coroutine[object, object, None]) -> None:
+    def spawn(self, work: Coroutine[object, object, object]) -> None:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Task[object]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             logger.error("background task failed", exc_info=task.exception())

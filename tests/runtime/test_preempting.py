@@ -52,12 +52,17 @@ LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 class Recorder(Recorded):
-    """Recorded, also for Events about PodGroups."""
+    """Recorded, also for Events about PodGroups; `failing` reasons are refused (False)."""
+
+    failing: set[str] = set()
 
     async def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
-    ) -> None:
+    ) -> bool:
+        if reason in self.failing:
+            return False
         self.events.append((f"{regarding.namespace}/{regarding.name}", reason, note))
+        return True
 
 
 class Evictions:
@@ -950,3 +955,19 @@ async def test_a_victim_that_never_can_be_evicted_is_given_up_with_a_warning() -
         "pod default/p gave up evicting it: 500 InternalError: etcd"
     ]
     assert w.preempting.executing == []
+
+
+async def test_a_victim_whose_preempted_event_fails_is_not_evicted_until_it_is_posted() -> None:
+    """The announcement comes first: an eviction nobody explained is what the soak caught."""
+    victims = [low("v1", "n1", gpus=8)]
+    w = world(FixedPlanner(victims, "n1"))
+    assert isinstance(w.recorded, Recorder)
+    w.recorded.failing = {"Preempted"}
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    assert w.evictions.calls == []  # not announced: not evicted
+    w.recorded.failing = set()
+    await w.tick(60)
+    assert w.evictions.evicted == ["default/v1"]
+    assert len(w.notes("v1", "Preempted")) == 1
