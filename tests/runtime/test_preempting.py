@@ -54,7 +54,9 @@ LABEL = "scheduling.x-k8s.io/pod-group"
 class Recorder(Recorded):
     """Recorded, also for Events about PodGroups; `failing` reasons are refused (False)."""
 
-    failing: set[str] = set()
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing: set[str] = set()
 
     async def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
