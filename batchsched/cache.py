@@ -185,6 +185,10 @@ class SchedulerCache:
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 
+    def assumed_uids(self) -> frozenset[str]:
+        """Pods placed by us that no watch event has shown bound yet."""
+        return frozenset(self._assumed)
+
     def assumed_count(self) -> int:
         return len(self._assumed)
 

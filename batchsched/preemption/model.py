@@ -110,6 +110,9 @@ class PreemptionRequest:
     # Pods borrowing above their tenant's guarantee that THIS preemptor may reclaim
     # regardless of priority (its tenant is below its guarantee); the runtime computes it.
     reclaimable: frozenset[str] = frozenset()
+    # Pods placed by this scheduler whose binding no watch event has confirmed yet: not yet
+    # running, never victims (spared as young), so a gang just placed is not undone at once.
+    unconfirmed: frozenset[str] = frozenset()
 
     @property
     def priority(self) -> int:

@@ -225,8 +225,10 @@ def _cannot_help(request: PreemptionRequest, candidates: Candidates, leaves: str
 def _spared(request: PreemptionRequest, candidates: Candidates) -> str:
     parts = []
     if candidates.spared_young:
+        just = "just placed or " if request.unconfirmed else ""
         parts.append(
-            f"{candidates.spared_young} inside the minimum runtime of {request.min_runtime_s:g}s"
+            f"{candidates.spared_young} {just}inside the minimum runtime of "
+            f"{request.min_runtime_s:g}s"
         )
     if candidates.spared_with_gang:
         parts.append(f"{candidates.spared_with_gang} in gangs with a member that may not go")

@@ -233,6 +233,7 @@ class _Rules:
     started: Mapping[str, float]
     now: float
     min_runtime_s: float
+    unconfirmed: frozenset[str]
 
     @classmethod
     def of(cls, request: PreemptionRequest) -> _Rules:
@@ -242,6 +243,7 @@ class _Rules:
             request.started,
             request.now,
             request.min_runtime_s,
+            request.unconfirmed,
         )
 
     def eligible(self, pod: PodView) -> bool:
@@ -254,6 +256,8 @@ class _Rules:
         # Already terminating: evicting again frees nothing sooner.
         if pod.deleting:
             return "terminating", 0
+        if pod.uid in self.unconfirmed:
+            return "young", 0
         started = self.started_at(pod)
         if started is None:
             return "ok", 0
@@ -278,6 +282,8 @@ class _Rules:
 
     def is_young(self, pod: PodView) -> bool:
         # A pod whose start is unknown is not protected: the runtime reports every pod it bound.
+        if pod.uid in self.unconfirmed:
+            return True
         started = self.started_at(pod)
         return started is not None and self.now - started < self.min_runtime_s
 

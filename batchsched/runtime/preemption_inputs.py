@@ -46,6 +46,7 @@ def live_request(
         gang_of=gang_of,
         gang_min_member=min_member,
         reclaimable=reclaimable,
+        unconfirmed=s.cache.assumed_uids(),
     )
 
 

@@ -973,3 +973,21 @@ async def test_a_victim_whose_preempted_event_fails_is_not_evicted_until_it_is_p
     await w.tick(60)
     assert w.evictions.evicted == ["default/v1"]
     assert len(w.notes("v1", "Preempted")) == 1
+
+
+async def test_a_pod_placed_but_not_yet_seen_bound_is_no_victim() -> None:
+    """Seen in the soak: a gang was chosen as victims 18 ms after it was placed, while its
+    bindings were in flight. Until the watch shows it bound it is not running: spared."""
+    w = world()
+    w.nodes.on_add(make_node("n1").gpus(8).cpu("64").view())
+    fresh = make_pod("fresh").gpus(8).cpu("1").priority(0)
+    w.pods.on_add(fresh.view())
+    await w.settle()
+    assert w.bound("fresh") == "n1" and w.scheduler.cache.is_assumed(fresh.view().uid)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    assert w.evictions.calls == []
+    assert "just placed" in w.told("p")
+    w.pods.on_update(fresh.view(), make_pod("fresh").gpus(8).cpu("1").node("n1").view())
+    await w.try_again(high("p"))
+    assert w.evictions.evicted == ["default/fresh"]
