@@ -47,6 +47,10 @@ _SHORT_FIELD_MAX: Final = 128
 _NAME_MAX: Final = 253
 
 
+BIND_CHECK_TRIES = 3  # reads of a pod whose Binding got no answer, a second apart
+BIND_CHECK_PAUSE_S = 1.0
+
+
 class BindError(Exception):
     """A failed Binding; `reason` is snake_case (conflict, not_found, unavailable, ...)."""
 
@@ -95,9 +99,47 @@ class KubeBinder:
         try:
             await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
         except ApiError as err:
+            if err.status >= 500 and await self._bound_anyway(namespace, name, uid, node_name):
+                return
             raise BindError(_snake(err.reason), err.status, err.message) from err
+        except NotLeading as err:
+            raise BindError("not_leading", 0, str(err)) from err
         except ApiUnavailable as err:
+            if await self._bound_anyway(namespace, name, uid, node_name):
+                return
             raise BindError("unavailable", 0, str(err)) from err
+
+    async def _bound_anyway(self, namespace: str, name: str, uid: str, node_name: str) -> bool:
+        """A Binding whose answer was lost (no answer, a timeout, a 5xx) may have been applied:
+        read the pod before calling it failed. Forgetting a pod that is in fact bound would
+        free its GPUs for the next cycle, and the watch would bring it back too late: an
+        over-commit (seen in the chaos soak around an API server restart)."""
+        for attempt in range(BIND_CHECK_TRIES):
+            if attempt:
+                await asyncio.sleep(BIND_CHECK_PAUSE_S)
+            try:
+                pod = await request_json(
+                    self._api, "GET", _pod_path(namespace, name), timeout=self._timeout
+                )
+            except ApiError as err:
+                if err.status == 404:
+                    return False  # deleted: nothing to count
+                continue
+            except ApiUnavailable:
+                continue
+            meta, spec = pod.get("metadata"), pod.get("spec")
+            if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+                return False
+            bound = meta.get("uid") == uid and spec.get("nodeName") == node_name
+            if bound:
+                log.info(
+                    "binding answered late but applied pod=%s/%s node=%s",
+                    namespace,
+                    name,
+                    node_name,
+                )
+            return bound
+        return False
 
 
 class PodStatusWriter:

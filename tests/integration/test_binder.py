@@ -243,3 +243,34 @@ async def test_concurrent_repeats_extend_the_event_being_created(api: client.Api
 
     (event,) = await events_about(api, pod)
     assert event["series"]["count"] == 3  # type: ignore[index]
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not applied"])
+async def test_a_binding_whose_answer_is_lost_is_read_back_before_it_counts_as_failed(
+    api: client.ApiClient, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    """The server may have applied a Binding whose answer never came (a restart, a cut
+    connection): calling it failed would free the pod's GPUs while it holds them."""
+    import batchsched.kube.binder as binder_module
+    from batchsched.kube.client import ApiUnavailable
+
+    await create_node(api, make_node("lost-n1"))
+    pod = await pending_pod(api, "lost-answer")
+    real = binder_module.request_json
+
+    async def answer_lost(*args: object, **kwargs: object) -> dict[str, object]:
+        if args[1] == "POST":
+            if applied:
+                await real(*args, **kwargs)  # type: ignore[arg-type]
+            raise ApiUnavailable("POST .../binding: ServerDisconnectedError")
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(binder_module, "request_json", answer_lost)
+    monkeypatch.setattr(binder_module, "BIND_CHECK_PAUSE_S", 0.01)
+    binder = KubeBinder(api)
+    if applied:
+        await binder.bind(pod.namespace, pod.name, pod.uid, "lost-n1")
+    else:
+        with pytest.raises(BindError, match="unavailable"):
+            await binder.bind(pod.namespace, pod.name, pod.uid, "lost-n1")
+    assert ((await read_pod(api, "lost-answer"))["spec"].get("nodeName") == "lost-n1") is applied  # type: ignore[attr-defined]
