@@ -227,6 +227,15 @@ def read_new_records(path: Path, offset: int) -> tuple[list[AuditRecord], int]:
     return [r for r in records if r is not None], offset + end
 
 
+def last_deleter(
+    records: Mapping[str, list[AuditRecord]], key: str, seen: float
+) -> AuditRecord | None:
+    """The last successful delete or eviction of pod `key` received before its deletion was
+    seen (`seen`, plus a second for the watch's delay), or None."""
+    found = [r for r in records.get(key, []) if r.ok and r.at <= seen + 1.0]
+    return max(found, key=lambda r: r.at, default=None)
+
+
 def describe_deleters(records: Mapping[str, list[AuditRecord]], key: str, near: float) -> str:
     """Evidence: who asked for the deletion of pod `key` in the minute before `near`."""
     found = [r for r in records.get(key, []) if near - 60.0 <= r.at <= near + 1.0]

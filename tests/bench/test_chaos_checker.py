@@ -318,3 +318,27 @@ def test_the_fault_plan_spreads_every_fault_over_the_window() -> None:
     assert sorted(f.kind for f in plan) == ["leader-kill"] * 3 + ["watch-cut"] * 2
     assert all(10.0 <= f.at_s <= 60.0 for f in plan)
     assert [f.at_s for f in plan] == sorted(f.at_s for f in plan)
+
+
+def test_a_running_pod_deleted_by_someone_else_is_not_the_scheduler_s_violation() -> None:
+    """KWOK v0.8 deletes by name: it hit same-named successors of pods it was finishing."""
+    from types import SimpleNamespace
+
+    from batchsched.bench.chaos_audit import AuditRecord
+    from batchsched.bench.chaos_checker import Violation
+    from batchsched.bench.chaos_report import OTHERS_DELETED, with_evidence
+
+    def record(at: float, user: str, verb: str) -> AuditRecord:
+        return AuditRecord(at, user, verb, "pods", "ns", "g-0", 201, "agent")
+
+    deleters = {
+        "ns/g-0": [
+            record(100.0, "batchsched-replica-a-1", "create"),  # the eviction of the old pod
+            record(110.0, "batchsched-admin", "delete"),  # KWOK, after the successor came
+        ]
+    }
+    audit = SimpleNamespace(deleters=deleters)
+    by_kwok = Violation("running-pod-deleted", 110.5, "ns/g-0", "successor deleted")
+    by_us = Violation("running-pod-deleted", 100.2, "ns/g-0", "old pod evicted")
+    kinds = [v.kind for v in with_evidence([by_kwok, by_us], audit)]  # type: ignore[arg-type]
+    assert kinds == [OTHERS_DELETED, "running-pod-deleted"]
