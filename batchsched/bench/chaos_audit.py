@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -69,8 +70,11 @@ def write_replica_kubeconfig(pki: Path, out_dir: Path, identity: str, server: st
     subject = f"/O=system:masters/O=batchsched:replicas/CN={USER_PREFIX}{identity}"
     _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
              "-nodes", "-keyout", str(key), "-subj", subject, "-out", str(csr))  # fmt: skip
+    # A serial of its own, not -CAcreateserial: replicas started together would race on the
+    # CA's shared serial file (openssl failed that way once in a smoke run).
+    serial = str(secrets.randbits(63))
     _openssl("x509", "-req", "-in", str(csr), "-CA", str(pki / "ca.crt"), "-CAkey",
-             str(pki / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(ext),
+             str(pki / "ca.key"), "-set_serial", serial, "-days", "2", "-extfile", str(ext),
              "-out", str(crt))  # fmt: skip
     path = out_dir / f"{identity}.kubeconfig"
     path.write_text(
