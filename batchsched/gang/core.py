@@ -163,7 +163,8 @@ def _explain_without_own_reservations(
     the whole gang against the capacity it could use."""
     with snapshot.begin_trial():
         for reservation in request.reserved:
-            snapshot.forget(reservation.pod)
+            if snapshot.node_of(reservation.pod.uid) is not None:  # not deleted meanwhile
+                snapshot.forget(reservation.pod)
         whole = GangRequest(
             request.group,
             tuple(r.pod for r in request.reserved) + request.pending,

@@ -71,7 +71,12 @@ class GangCycle:
                 self.release([key], "the gang's tenant quota does not allow the rest of it")
             return
         waiting = self.gangs.waiting.get(key)
-        reserved = waiting.reservations() if waiting else ()
+        # A reserved member deleted since (the cache dropped it) holds nothing any more.
+        reserved = tuple(
+            r
+            for r in (waiting.reservations() if waiting else ())
+            if snapshot.node_of(r.pod.uid) is not None
+        )
         request = GangRequest(
             group,
             tuple(sorted((q.pod for q in live), key=lambda p: p.name)),

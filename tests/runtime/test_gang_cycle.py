@@ -191,3 +191,21 @@ async def test_a_finished_member_deleted_since_still_counts_toward_the_quorum() 
     run_queue(scheduler)
     await scheduler.drain()
     assert binds.bound == [("default/g-2", "n1")]
+
+
+async def test_a_reserved_member_deleted_while_its_gang_waits_breaks_no_later_cycle() -> None:
+    """Seen in the chaos smoke: the deleted member's reservation left the cache, the gang's
+    next (rejecting) cycle tried to forget it again, and the leader died of a KeyError."""
+    scheduler, pods, nodes, _, _ = setup(Binds())
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 3, timeout=30)
+    first = make_pod("g-0").gpus(4).label(LABEL, "g").view()
+    pods.on_add(first)
+    pods.on_add(make_pod("g-1").gpus(2).label(LABEL, "g").view())
+    run_queue(scheduler)
+    assert scheduler.cache.is_assumed(first.uid)  # reserved, waiting for a third member
+    pods.on_delete(first)
+    pods.on_add(make_pod("g-2").gpus(8).label(LABEL, "g").view())  # cannot fit: a rejection
+    run_queue(scheduler)
+    await scheduler.drain()
+    assert scheduler.gangs.counted("default/g", scheduler.cache.snapshot) == 0
