@@ -41,7 +41,6 @@ KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset(
         "batchsched/bench/parse.py::api_pod",
         "batchsched/runtime/app.py::App.__init__",
         "batchsched/runtime/gang_cycle.py::GangCycle.run",
-        "batchsched/model/pod.py::_parse_pod",
         "batchsched/sim/batch.py::BatchSimulator._pass",
         "batchsched/sim/batch.py::BatchSimulator._try_place",
     }

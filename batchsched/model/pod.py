@@ -121,12 +121,7 @@ def _parse_pod(
     class_name = as_str(spec.get("priorityClassName"), "spec.priorityClassName")
     priority = _priority(spec, class_name, priority_classes)
     affinity = as_map(spec.get("affinity"), "spec.affinity")
-    gates = tuple(
-        as_str(
-            as_map(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name"
-        )
-        for i, g in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates"))
-    )
+    gates = _scheduling_gates(spec)
     return PodView(
         namespace=namespace,
         name=name,
@@ -170,6 +165,14 @@ def _parse_pod(
         ),
         start_time=timestamp(status.get("startTime"), "status.startTime"),
     )
+
+
+def _scheduling_gates(spec: Mapping[str, object]) -> tuple[str, ...]:
+    names: list[str] = []
+    for i, raw in enumerate(as_list(spec.get("schedulingGates"), "spec.schedulingGates")):
+        field = f"spec.schedulingGates[{i}]"
+        names.append(as_str(as_map(raw, field).get("name"), f"{field}.name"))
+    return tuple(names)
 
 
 def _optional_int(value: object, field: str) -> int | None:
