@@ -104,7 +104,7 @@ def _object_ref(text: str) -> str:
 
 def _duration(text: str) -> float:
     """A Go duration ("10m", "1h30m") or plain seconds, not negative."""
-    from batchsched.config.documents import parse_duration
+    from batchsched.configfile.document import parse_duration
 
     try:
         seconds = float(text)

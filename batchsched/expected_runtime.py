@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from batchsched.config.documents import parse_duration
+from batchsched.configfile.document import parse_duration
 from batchsched.model.pod import PodView
 
 EXPECTED_RUNTIME_ANNOTATION: Final = "batchsched.io/expected-runtime"

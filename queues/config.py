@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from batchsched.config.errors import ConfigError, Issue, quote, validation_issues
-from batchsched.config.yaml_source import parse_yaml, single_document
+from batchsched.configfile.errors import ConfigError, Issue, quote, validation_issues
+from batchsched.configfile.yaml_source import parse_yaml, single_document
 from batchsched.model.resources import CPU
 from queues.config_schema import API_VERSION, KIND, PriorityRange, QuotaDocument, TenantSpec
 from queues.model import GPU, MILLI_PER_GPU, Amounts, QuotaPolicy, Tenant, describe

@@ -16,7 +16,7 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, Field, PlainValidator
 from pydantic.alias_generators import to_camel
 
-from batchsched.config.documents import Document, parse_duration
+from batchsched.configfile.document import Document, parse_duration
 from batchsched.model.quantity import QuantityError, parse_quantity
 from batchsched.model.resources import CPU, MEMORY
 from queues.model import GPU, QUEUE_LABEL

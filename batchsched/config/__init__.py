@@ -1,6 +1,5 @@
 """Scheduler configuration: KubeSchedulerConfiguration YAML to validated, resolved profiles."""
 
-from batchsched.config.errors import ConfigError, Issue
 from batchsched.config.scheduler_config import (
     ProfileConfig,
     SchedulerConfig,
@@ -8,6 +7,7 @@ from batchsched.config.scheduler_config import (
     default_config,
     load_config,
 )
+from batchsched.configfile.errors import ConfigError, Issue
 
 __all__ = [
     "ConfigError",

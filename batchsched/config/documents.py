@@ -7,26 +7,22 @@ which version has it. Nothing here merges or resolves; see merge.py and schedule
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated, ClassVar, Final
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     JsonValue,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel, to_snake
+from pydantic.alias_generators import to_snake
 
-from batchsched.config.errors import ConfigError, quote
+from batchsched.configfile.document import Document, parse_duration
+from batchsched.configfile.errors import ConfigError, quote
 from batchsched.framework.registry import EnabledPlugin
-from batchsched.model.fields import shown
 
 KIND: Final = "KubeSchedulerConfiguration"
 GROUP: Final = "kubescheduler.config.k8s.io"
@@ -38,20 +34,6 @@ MULTI_POINT: Final = "multiPoint"
 MAX_WEIGHT: Final = 100
 
 
-class Document(BaseModel):
-    """Strict as kube's decoder: exact camelCase keys, no coercion, unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, alias_generator=to_camel)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_is_unset(cls, data: object) -> object:
-        # Go's decoder reads `key: null` (or a bare `key:`) as "not given"; so do we.
-        if isinstance(data, dict):
-            return {key: value for key, value in data.items() if value is not None}
-        return data
-
-
 # Plugin sets, per extension point.
 
 
@@ -61,8 +43,8 @@ class PluginRef(Document):
 
 
 class PluginSet(Document):
-    enabled: list[PluginRef] = []
-    disabled: list[PluginRef] = []
+    enabled: list[PluginRef] = Field(default_factory=list)
+    disabled: list[PluginRef] = Field(default_factory=list)
 
     def enabled_plugins(self) -> list[EnabledPlugin]:
         return [EnabledPlugin(ref.name, ref.weight or 0) for ref in self.enabled]
@@ -107,24 +89,6 @@ class PluginConfigEntry(Document):
 
 
 # Scheduler-wide settings.
-
-# ASCII digits, as Go's time.ParseDuration reads them (\d would take "٣" too).
-_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS: Final = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-
-
-def parse_duration(value: object) -> float:
-    """A Go duration string ("15s", "1m30s", "500ms") in seconds, as metav1.Duration accepts."""
-    body = value.lstrip("+-") if isinstance(value, str) else ""
-    if body != "0" and not re.fullmatch(rf"(?:{_DURATION_PART.pattern})+", body):
-        raise ValueError(
-            f'expected a duration such as "15s", "1m30s" or "500ms", got {shown(value)}'
-        )
-    seconds = sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(body))
-    if not math.isfinite(seconds):  # float() reads 400 digits as inf rather than refuse them
-        raise ValueError(f"duration out of range, got {shown(value)}")
-    return -seconds if str(value).startswith("-") else seconds
-
 
 Duration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 

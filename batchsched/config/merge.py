@@ -22,7 +22,7 @@ from typing import Final
 from pydantic import JsonValue, ValidationError
 
 from batchsched.config.documents import MULTI_POINT, PluginConfigEntry, PluginsV1beta2
-from batchsched.config.errors import ConfigError, Issue, quote, validation_issues
+from batchsched.configfile.errors import ConfigError, Issue, quote, validation_issues
 from batchsched.framework.interfaces import EXTENSION_POINTS
 from batchsched.framework.registry import EnabledPlugin, Registry
 

@@ -25,9 +25,9 @@ from batchsched.config.documents import (
     ProfileV1beta2,
     document_model,
 )
-from batchsched.config.errors import ConfigError, validation_issues
 from batchsched.config.merge import PluginResolver, check_common_queue_sort
-from batchsched.config.yaml_source import parse_yaml, read_source, single_document
+from batchsched.configfile.errors import ConfigError, validation_issues
+from batchsched.configfile.yaml_source import parse_yaml, read_source, single_document
 from batchsched.framework.profile import Profile
 from batchsched.framework.registry import (
     EnabledPlugin,
