@@ -41,8 +41,6 @@ KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset(
         "batchsched/bench/parse.py::api_pod",
         "batchsched/runtime/app.py::App.__init__",
         "batchsched/runtime/gang_cycle.py::GangCycle.run",
-        "batchsched/sim/batch.py::BatchSimulator._pass",
-        "batchsched/sim/batch.py::BatchSimulator._try_place",
     }
 )
 # "importer -> imported": each direct import that closes a cycle (the imported module reaches
@@ -57,10 +55,6 @@ KNOWN_CYCLE_IMPORTS: frozenset[str] = frozenset(
         "batchsched.runtime.scheduler -> batchsched.runtime.backfill_waits",
         "batchsched.runtime.scheduler -> batchsched.runtime.gang_cycle",
         "batchsched.runtime.scheduler -> batchsched.runtime.preempting",
-        "batchsched.sim.batch -> batchsched.sim.batch_shapes",
-        "batchsched.sim.batch -> batchsched.sim.batch_state",
-        "batchsched.sim.batch_shapes -> batchsched.sim.batch",
-        "batchsched.sim.batch_state -> batchsched.sim.batch",
     }
 )
 

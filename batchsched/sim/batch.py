@@ -23,15 +23,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from batchsched.backfill import GangDemand, NodeVerdicts, Planner, Running, vector
+from batchsched.backfill import GangDemand, NodeVerdicts, Planner, Reservation, Running, vector
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import GangRequest, Outcome, eligible_nodes, schedule_gang
-from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
-from batchsched.model.resources import Resources
 from batchsched.plugins.backfill_reservations import attach_reservation_guard
-from batchsched.sim.batch_shapes import NEVER, all_stuck, fair_order, shape_of
+from batchsched.sim.batch_jobs import BatchJob
+from batchsched.sim.batch_shapes import NEVER, PassMemo, fair_order, shape_of
 from batchsched.sim.batch_state import EventQueue, RunLog
 from batchsched.snapshot import Snapshot
 from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, sole_product
@@ -39,24 +38,10 @@ from queues.model import QuotaPolicy, add, subtract
 from queues.quota import check_admission
 from queues.usage import UsageLedger
 
+__all__ = ["BatchJob", "BatchResult", "BatchSimulator", "Mode"]
+
 Mode = Literal["backfill", "fifo", "greedy"]
 _STARTED, _NO_FIT, _DELAYS, _QUOTA = "started", "no-fit", "delays", "quota"
-
-
-@dataclass(frozen=True, slots=True)
-class BatchJob:
-    key: str  # "namespace/name" of its PodGroup
-    tenant: str
-    members: tuple[PodView, ...]
-    arrival: float
-    runtime: float
-    priority: int = 0
-    expected_runtime: float | None = -1.0  # -1: the real runtime; None: unknown
-    job_class: str = ""
-
-    @property
-    def expected(self) -> float | None:
-        return self.runtime if self.expected_runtime == -1.0 else self.expected_runtime
 
 
 @dataclass(slots=True)
@@ -136,20 +121,12 @@ class BatchSimulator:
     def _pass(self, now: float) -> None:
         planner = self._carried_reservations(now) if self.mode == "backfill" else None
         self._planner, self._now = planner, now
-        failed: set[tuple[object, ...]] = set()
-        delayed: set[tuple[object, ...]] = set()
-        stuck: set[tuple[object, ...]] = set()  # shapes that found no room
-        stuck_for: dict[tuple[object, ...], list[float | None]] = {}  # shape -> delayed runtimes
-        shortest: dict[tuple[object, ...], float] = {}  # shape -> shortest expected runtime
-        for e in self.pending.values():
-            runtime = NEVER if e.job.expected is None else e.job.expected
-            shortest[e.shape] = min(shortest.get(e.shape, NEVER), runtime)
         starving = sum(1 for e in self.pending.values() if self._starving(e.job, now))
-        unvisited = set(self._reserved)
+        memo = PassMemo.begin(self.pending.values(), starving, self._reserved)
         for entry in self._fair_order(now):
             job = entry.job
-            starving -= self._starving(job, now)
-            unvisited.discard(job.key)
+            memo.starving -= self._starving(job, now)
+            memo.unvisited.discard(job.key)
             admission = check_admission(
                 self.policy, self.ledger, job.tenant, entry.demand, job.priority,
                 self.capacity, self._in_use_now,
@@ -158,51 +135,64 @@ class BatchSimulator:
                 entry.reason = admission.reason
                 self._unblock(job.key, planner)  # quota, not capacity, holds it: no reservation
                 continue
-            # Within a pass capacity only shrinks: a shape that found no room (or would delay a
-            # reservation, for as long a runtime) finds none later in the pass either.
-            # Where a gang may go also depends on which reservations are ahead of it in line:
-            # gangs alike in shape and in those are alike.
-            place = self._place(job)
-            ahead = frozenset(
-                k for k in self._reserved if k != job.key and self._ahead(k, now) < place
-            )
-            fit_key = (entry.shape, ahead, job.key in self._reserved)
-            delay_key = (*fit_key, job.expected)
-            if fit_key in failed:
-                outcome = _NO_FIT
-            elif delay_key in delayed:
-                outcome = _DELAYS
-            else:
-                outcome = self._try_place(job, now, planner)
-            if outcome == _QUOTA:
-                self._unblock(job.key, planner)
+            outcome = self._attempt(entry, now, planner, memo)
             if outcome in (_STARTED, _QUOTA):
                 continue
-            if outcome == _NO_FIT:
-                failed.add(fit_key)
-                stuck.add(entry.shape)
-            elif outcome == _DELAYS:
-                delayed.add(delay_key)
-                stuck_for.setdefault(entry.shape, []).append(job.expected)
             if self.mode == "fifo":
                 entry.reason = entry.reason or "waits behind the head of the line (strict FIFO)"
                 return
             reserved = 0 if planner is None else len(planner.reservations)
             if self.mode == "backfill":
-                self._blocked_since.setdefault(job.key, now)
-                if job.key not in self._reserved and self._gets_reservation(job, reserved, now):
-                    if planner is None:
-                        planner = Planner(self.allocatable, self._running_pods(), now)
-                        self._planner = planner
-                    self._reserve(planner, job)
-                    reserved += 1
-                found = self._reserved.get(job.key)
-                entry.estimate = None if found is None else found[0]
-            done = not starving and not unvisited
+                planner, reserved = self._keep_in_line(entry, now, planner, reserved)
+            done = not memo.starving and not memo.unvisited
             if done and self.mode == "backfill":
                 done = reserved >= self.policy.reservations
-            if done and all_stuck(shortest, stuck, stuck_for):
+            if done and memo.all_stuck():
                 return  # nothing left can start, and no reservation is left to hand out
+
+    def _attempt(self, entry: _Pending, now: float, planner: Planner | None, memo: PassMemo) -> str:
+        """Try to start an admitted gang, unless one alike has failed earlier in the pass.
+
+        Within a pass capacity only shrinks: a shape that found no room (or would delay a
+        reservation, for as long a runtime) finds none later in the pass either. Where a gang
+        may go also depends on which reservations are ahead of it in line: gangs alike in shape
+        and in those are alike."""
+        job = entry.job
+        place = self._place(job)
+        ahead = frozenset(k for k in self._reserved if k != job.key and self._ahead(k, now) < place)
+        fit_key = (entry.shape, ahead, job.key in self._reserved)
+        delay_key = (*fit_key, job.expected)
+        if fit_key in memo.failed:
+            outcome = _NO_FIT
+        elif delay_key in memo.delayed:
+            outcome = _DELAYS
+        else:
+            outcome = self._try_place(job, now, planner)
+        if outcome == _QUOTA:
+            self._unblock(job.key, planner)
+        elif outcome == _NO_FIT:
+            memo.found_no_room(fit_key, entry.shape)
+        elif outcome == _DELAYS:
+            memo.would_delay(delay_key, entry.shape, job.expected)
+        return outcome
+
+    def _keep_in_line(
+        self, entry: _Pending, now: float, planner: Planner | None, reserved: int
+    ) -> tuple[Planner | None, int]:
+        """A gang that cannot start: blocked from now on, and given a reservation while fewer
+        than K gangs hold one (or when it is starving). Returns the pass's planner (made here
+        for the first reservation) and how many reservations it holds."""
+        job = entry.job
+        self._blocked_since.setdefault(job.key, now)
+        if job.key not in self._reserved and self._gets_reservation(job, reserved, now):
+            if planner is None:
+                planner = Planner(self.allocatable, self._running_pods(), now)
+                self._planner = planner
+            self._reserve(planner, job)
+            reserved += 1
+        found = self._reserved.get(job.key)
+        entry.estimate = None if found is None else found[0]
+        return planner, reserved
 
     def _carried_reservations(self, now: float) -> Planner | None:
         """Reservations persist across passes, as the live scheduler's do: the gangs blocked
@@ -291,20 +281,12 @@ class BatchSimulator:
 
     def _try_place(self, job: BatchJob, now: float, planner: Planner | None) -> str:
         self.attempts += 1
-        group = PodGroupView(
-            job.key.split("/")[0],
-            job.key.split("/")[1],
-            job.key,
-            len(job.members),
-            Resources(),
-            None,
-            job.arrival,
-            {},
-            {},
-        )
         trial = self.snapshot.begin_trial()
         decision = schedule_gang(
-            GangRequest(group, job.members), self.snapshot, self.runner, hold_incomplete=False
+            GangRequest(job.pod_group(), job.members),
+            self.snapshot,
+            self.runner,
+            hold_incomplete=False,
         )
         if decision.outcome is not Outcome.BIND:
             trial.discard()
@@ -321,26 +303,45 @@ class BatchSimulator:
             trial.discard()
             self.pending[job.key].reason = admission.reason
             return _QUOTA
-        end = now + job.runtime
         expected = job.expected
         ends_at = None if expected is None else now + expected
         starting = [Running(r.node, vector(r.pod.requests), ends_at) for r in decision.placed]
-        if planner is not None:
-            mine = self._place(job)
-            late = [
-                r
-                for r in planner.conflicts(starting)
-                if r.key != job.key and self._ahead(r.key, now) < mine
-            ]
-            if late:
-                trial.discard()
-                first = late[0]
-                self.pending[job.key].reason = (
-                    f"fits now but would delay reserved gang {first.key} "
-                    f"(planned start t={first.start:g}s)"
-                )
-                return _DELAYS
+        delayed = (
+            None if planner is None else self._delayed_reservation(job, now, planner, starting)
+        )
+        if delayed is not None:
+            trial.discard()
+            self.pending[job.key].reason = (
+                f"fits now but would delay reserved gang {delayed.key} "
+                f"(planned start t={delayed.start:g}s)"
+            )
+            return _DELAYS
         trial.commit()
+        self._start(job, now, planner, starting, demand, ends_at)
+        return _STARTED
+
+    def _delayed_reservation(
+        self, job: BatchJob, now: float, planner: Planner, starting: list[Running]
+    ) -> Reservation | None:
+        """The first reservation ahead of `job` in line that its start would delay."""
+        mine = self._place(job)
+        late = [
+            r
+            for r in planner.conflicts(starting)
+            if r.key != job.key and self._ahead(r.key, now) < mine
+        ]
+        return late[0] if late else None
+
+    def _start(
+        self,
+        job: BatchJob,
+        now: float,
+        planner: Planner | None,
+        starting: list[Running],
+        demand: dict[str, int],
+        ends_at: float | None,
+    ) -> None:
+        """Book a gang whose placement was committed: running until it departs."""
         if planner is not None:
             planner.release(job.key)
             planner.start(starting)
@@ -352,9 +353,8 @@ class BatchSimulator:
             self._job_of.pop(pod.uid, None)
         self._blocked_since.pop(job.key, None)
         self.running[job.key] = (job, ends_at if ends_at is not None else float("inf"), demand)
-        self.events.depart(end, job)
+        self.events.depart(now + job.runtime, job)
         self.log.started(job, now, demand)
-        return _STARTED
 
     def _depart(self, job: BatchJob, now: float) -> None:
         _, _, demand = self.running.pop(job.key)

@@ -3,15 +3,14 @@ what they ask and where they may go fail alike, since a pass only ever takes cap
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator, Sequence
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from collections.abc import Container, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol, TypeVar
 
+from batchsched.sim.batch_jobs import BatchJob
 from queues.fairshare import gang_order, rank_key
 from queues.model import Amounts, QuotaPolicy
 from queues.usage import UsageLedger
-
-if TYPE_CHECKING:
-    from batchsched.sim.batch import BatchJob
 
 
 class Waiting(Protocol):
@@ -25,23 +24,59 @@ class Waiting(Protocol):
 W = TypeVar("W", bound=Waiting)
 
 
+class Shaped(Protocol):
+    @property
+    def job(self) -> BatchJob: ...
+
+    @property
+    def shape(self) -> tuple[object, ...]: ...
+
+
 NEVER: Final = float("inf")
 
 
-def all_stuck(
-    shortest: dict[tuple[object, ...], float],
-    stuck: set[tuple[object, ...]],
-    stuck_for: dict[tuple[object, ...], list[float | None]],
-) -> bool:
-    """Every pending shape found no room, or would delay a reservation even with the shortest
-    runtime any pending gang of that shape has (a longer one overlaps it more)."""
-    for shape, low in shortest.items():
-        if shape in stuck:
-            continue
-        runtimes = [NEVER if r is None else r for r in stuck_for.get(shape, [])]
-        if not runtimes or min(runtimes) > low:
-            return False
-    return True
+@dataclass(slots=True)
+class PassMemo:
+    """What one pass has learnt so far (keys of gangs that found no room or would delay a
+    reservation: the gangs alike fail alike), and what it has left to visit."""
+
+    shortest: dict[tuple[object, ...], float]  # shape -> shortest expected runtime
+    starving: int  # starving gangs not visited yet
+    unvisited: set[str]  # gangs holding a reservation, not visited yet
+    failed: set[tuple[object, ...]] = field(default_factory=set)  # fit keys
+    delayed: set[tuple[object, ...]] = field(default_factory=set)  # delay keys
+    stuck: set[tuple[object, ...]] = field(default_factory=set)  # shapes that found no room
+    # shape -> expected runtimes that would delay a reservation
+    stuck_for: dict[tuple[object, ...], list[float | None]] = field(default_factory=dict)
+
+    @classmethod
+    def begin(cls, pending: Iterable[Shaped], starving: int, reserved: Iterable[str]) -> PassMemo:
+        shortest: dict[tuple[object, ...], float] = {}
+        for e in pending:
+            runtime = NEVER if e.job.expected is None else e.job.expected
+            shortest[e.shape] = min(shortest.get(e.shape, NEVER), runtime)
+        return cls(shortest, starving, set(reserved))
+
+    def found_no_room(self, fit_key: tuple[object, ...], shape: tuple[object, ...]) -> None:
+        self.failed.add(fit_key)
+        self.stuck.add(shape)
+
+    def would_delay(
+        self, delay_key: tuple[object, ...], shape: tuple[object, ...], runtime: float | None
+    ) -> None:
+        self.delayed.add(delay_key)
+        self.stuck_for.setdefault(shape, []).append(runtime)
+
+    def all_stuck(self) -> bool:
+        """Every pending shape found no room, or would delay a reservation even with the
+        shortest runtime any pending gang of that shape has (a longer one overlaps it more)."""
+        for shape, low in self.shortest.items():
+            if shape in self.stuck:
+                continue
+            runtimes = [NEVER if r is None else r for r in self.stuck_for.get(shape, [])]
+            if not runtimes or min(runtimes) > low:
+                return False
+        return True
 
 
 def shape_of(job: BatchJob) -> tuple[object, ...]:

@@ -5,12 +5,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from batchsched.sim.batch_jobs import BatchJob
 from queues.model import GPU, MILLI_PER_GPU
-
-if TYPE_CHECKING:
-    from batchsched.sim.batch import BatchJob
 
 _DEPART, _ARRIVE = 0, 1
 

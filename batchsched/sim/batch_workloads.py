@@ -13,7 +13,7 @@ from batchsched.config.scheduler_config import GPU_SCHEDULER_NAME
 from batchsched.framework.profile import Profile
 from batchsched.model.node import NodeView, parse_node
 from batchsched.model.pod import PodView, parse_pod
-from batchsched.sim.batch import BatchJob
+from batchsched.sim.batch_jobs import BatchJob
 from batchsched.snapshot import Snapshot
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
