@@ -252,13 +252,13 @@ class App:
             )
         )
         self.preempting = Preempting(
-            self.scheduler,
+            self.scheduler.live,
             KubeEvictor(api),
             nominator,
             min_runtime_s=self.options.preemption_min_runtime,
             budgets=self.budgets.budgets,
         )
-        self.scheduler.preempting = self.preempting
+        self.scheduler.live.preempting = self.preempting
         self.pod_events.pending_deleted.append(self.preempting.pod_deleted)
         self.pod_events.assigned_gone.append(self.preempting.victim_gone)
         self.preemption_notes = NotePublisher(

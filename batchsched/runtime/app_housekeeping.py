@@ -65,7 +65,7 @@ class Housekeeping:
                 # Only the leader acts on deadlines and writes what they change: a standby
                 # holds no reservations, and what it sees is written when it leads.
                 now = self.scheduler.clock.now()
-                self.scheduler.gang_cycle.expire(now)
+                self.scheduler.gang_waits.expire(now)
                 self.preempting.expire(now)
                 self.scheduler.check_reservations()
                 await self.notes.publish()

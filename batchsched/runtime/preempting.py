@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, Protocol
 
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView
@@ -45,12 +45,10 @@ from batchsched.preemption.model import (
     budgets_exceeded,
 )
 from batchsched.preemption.planner import plan_preemption
+from batchsched.runtime.live import Live
 from batchsched.runtime.preemption_flight import InFlight, placeholders
 from batchsched.runtime.preemption_inputs import any_lower, live_request
 from batchsched.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from batchsched.runtime.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +75,7 @@ class Nominator(Protocol):
 class Preempting:
     def __init__(
         self,
-        scheduler: Scheduler,
+        live: Live,
         evictor: Evictor,
         nominator: Nominator,
         *,
@@ -86,7 +84,7 @@ class Preempting:
         planner: Planner = plan_preemption,
         hold_timeout_s: float = HOLD_TIMEOUT_S,
     ) -> None:
-        self.s = scheduler
+        self.s = live
         self.evictor = evictor
         self.nominator = nominator
         self.min_runtime_s = min_runtime_s

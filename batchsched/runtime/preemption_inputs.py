@@ -9,20 +9,17 @@ the pods it weighs, and a snapshot holds thousands.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
 from batchsched.preemption.model import DisruptionBudget, PreemptionRequest
 from batchsched.runtime.gangs import GangTracker
+from batchsched.runtime.live import Live
 from batchsched.snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from batchsched.runtime.scheduler import Scheduler
 
 
 def live_request(
-    s: Scheduler,
+    s: Live,
     pods: Sequence[PodView],
     group: PodGroupView | None,
     reclaimable: frozenset[str],

@@ -56,7 +56,7 @@ def attach_tenants(
     layer.attach(cache.snapshot)
     cache.watchers.append(layer)
     backfill = LiveBackfill(clock, policy.reservations, policy.starvation_s)
-    scheduler.tenants, scheduler.backfill = layer, backfill
+    scheduler.live.tenants, scheduler.live.backfill = layer, backfill
     attach_reservation_guard(scheduler.profiles, scheduler.waits)
 
     def order(current: QuotaPolicy) -> None:

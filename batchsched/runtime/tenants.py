@@ -156,6 +156,16 @@ class TenantLayer:
             self.in_use,
         )
 
+    # The workload cycle's Admission policy (batchsched/cycle/policies.py).
+
+    def refuses(self, pods: Sequence[PodView]) -> str:
+        admission = self.admit(pods)
+        return "" if admission.admitted else admission.reason
+
+    def refuses_placed(self, placed: Sequence[tuple[PodView, str]]) -> str:
+        admission = self.admit_placed(placed)
+        return "" if admission.admitted else admission.reason
+
     def rejected(self, pods: Sequence[PodView], reason: str) -> None:
         tenant = self.tenant_of(pods[0]) or "<none>"
         logger.info("quota refused pods=%s tenant=%s reason=%s", _names(pods), tenant, reason)

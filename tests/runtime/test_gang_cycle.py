@@ -57,7 +57,7 @@ async def test_members_wait_then_time_out_and_release_their_reservations() -> No
     run_queue(scheduler)
     assert scheduler.gangs.counted("default/g", scheduler.cache.snapshot) == 2
     clock.advance(6)
-    scheduler.gang_cycle.expire(clock.now())
+    scheduler.gang_waits.expire(clock.now())
     await scheduler.drain()
     assert scheduler.gangs.counted("default/g", scheduler.cache.snapshot) == 0
     assert scheduler.queue.counts()["backoff"] == 2
@@ -79,13 +79,13 @@ async def test_a_gang_left_bound_below_min_member_is_reported_once_and_nothing_i
     run_queue(scheduler)
     await scheduler.drain()
     assert sorted(name for name, _ in binds.bound) == ["default/g-0", "default/g-1"]
-    scheduler.gang_cycle.expire(clock.now())
+    scheduler.gang_waits.expire(clock.now())
     await scheduler.drain()
     assert incomplete_events(recorded) == []  # the clock for the partial gang starts now
     clock.advance(11)
-    scheduler.gang_cycle.expire(clock.now())
+    scheduler.gang_waits.expire(clock.now())
     clock.advance(11)
-    scheduler.gang_cycle.expire(clock.now())
+    scheduler.gang_waits.expire(clock.now())
     await scheduler.drain()
     assert incomplete_events(recorded) == ["default/g"]
     # The bound members keep their places: the scheduler has no way to delete a pod.
@@ -108,7 +108,7 @@ async def test_a_member_that_finished_early_counts_toward_the_quorum() -> None:
     pods.on_update(running[0], bound("g-0", "n1", "Succeeded"))
     for _ in range(3):
         clock.advance(6)
-        scheduler.gang_cycle.expire(clock.now())
+        scheduler.gang_waits.expire(clock.now())
     await scheduler.drain()
     assert incomplete_events(recorded) == []
     snapshot = scheduler.cache.snapshot
@@ -124,11 +124,11 @@ async def test_a_gang_that_started_whole_is_never_reported_when_members_go() -> 
     first, second = bound("g-0", "n1"), bound("g-1", "n1")
     pods.on_add(first)
     pods.on_add(second)
-    scheduler.gang_cycle.expire(clock.now())
+    scheduler.gang_waits.expire(clock.now())
     pods.on_delete(first)  # e.g. a finished member garbage-collected, or a node drained
     for _ in range(3):
         clock.advance(6)
-        scheduler.gang_cycle.expire(clock.now())
+        scheduler.gang_waits.expire(clock.now())
     await scheduler.drain()
     assert incomplete_events(recorded) == []
 

@@ -115,7 +115,7 @@ async def test_a_reservation_that_leaves_the_plan_sends_the_pool_back() -> None:
 
     scheduler, pods, nodes, _ = setup()
     plan = _Plan()
-    scheduler.backfill = plan  # type: ignore[assignment]
+    scheduler.live.backfill = plan  # type: ignore[assignment]
     nodes.on_add(make_node("n1").cpu("1").view())
     pods.on_add(make_pod("big").cpu("2").view())
     queued = scheduler.queue.pop_ready()

@@ -195,8 +195,8 @@ def world(
     evictions, nominations = Evictions(refuse), Nominations()
     kwargs: dict[str, object] = {"planner": planner} if planner is not None else {}
     kwargs["budgets"] = lambda: tuple(budgets)
-    preempting = Preempting(scheduler, evictions, nominations, **kwargs, **options)  # type: ignore[arg-type]
-    scheduler.preempting = preempting
+    preempting = Preempting(scheduler.live, evictions, nominations, **kwargs, **options)  # type: ignore[arg-type]
+    scheduler.live.preempting = preempting
     pods = PodEvents(cache, queue, scheduler.admits, scheduler.gangs)
     pods.pending_deleted.append(preempting.pod_deleted)
     pods.assigned_gone.append(preempting.victim_gone)
@@ -724,7 +724,7 @@ async def test_a_preemptor_holds_no_backfill_reservation_while_its_victims_go() 
     victims = [low("v1", "n1"), low("v2", "n1")]
     w = world(FixedPlanner(victims, "n1"))
     backfill = LiveBackfill(w.clock)
-    w.scheduler.backfill = backfill
+    w.scheduler.live.backfill = backfill
     full_node(w, victims)
     w.pods.on_add(high("p"))
     await w.settle()

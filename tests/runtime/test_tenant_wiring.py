@@ -139,7 +139,7 @@ async def test_estimates_of_a_scheduler_are_its_reserved_gangs_planned_starts() 
     s.schedule(gpus("next", 4, "10m"))
     assert estimates_of(s.scheduler)() == {"pod:default/next": START + 3600}
     await s.scheduler.drain()
-    s.scheduler.backfill = None
+    s.scheduler.live.backfill = None
     assert estimates_of(s.scheduler)() == {}
 
 

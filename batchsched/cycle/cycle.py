@@ -1,0 +1,105 @@
+"""One workload cycle: snapshot + workload -> Bind, Wait or Reject. Pure and synchronous.
+
+Steps:
+  1. a gang whose PodGroup is missing waits (Reject NO_GROUP);
+  2. quota admission before placement (Reject QUOTA);
+  3. placement: a lone pod through its profile (PreFilter .. Permit), a gang through the gang
+     core on a trial, with other gangs' reservations offered up (the no-deadlock rule);
+  4. what was placed is asked again: quota once the nodes are known, then the backfill
+     reservations it might delay; a "no" undoes the placement (Reject QUOTA_PLACED/BACKFILL);
+  5. Bind, Wait (a gang short of its members) or Reject UNSCHEDULABLE/ERROR.
+
+The snapshot keeps what a Bind or Wait placed (reserved, as kube-scheduler's Reserve does);
+a Reject leaves it as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from batchsched.backfill import Running
+from batchsched.cycle.decision import Bind, Decision, Reject, Wait, Why
+from batchsched.cycle.policies import Handle, Placed
+from batchsched.cycle.workload import Workload
+from batchsched.framework.status import Code
+from batchsched.gang.core import Outcome, Reservation, schedule_gang
+
+
+def schedule_workload(handle: Handle, workload: Workload) -> Decision:
+    if workload.gang and workload.group is None:
+        return Reject(Why.NO_GROUP, workload.missing)
+    admission = handle.admission
+    if admission is not None:
+        refused = admission.refuses(workload.pods)
+        if refused:
+            return Reject(Why.QUOTA, f"quota: {refused}")
+    if workload.gang:
+        return _schedule_gang(handle, workload)
+    return _schedule_pod(handle, workload)
+
+
+def _schedule_pod(handle: Handle, workload: Workload) -> Decision:
+    pod = workload.pods[0]
+    runner = handle.runner_for(pod)
+    snapshot = handle.snapshot
+    result = runner.schedule_one(pod, snapshot)
+    results = {pod.uid: result}
+    node = result.node_name
+    if result.placed and node is not None:
+        starting = _starting(handle, [(pod, node)])
+        held = _held(handle, workload, [(pod, node)], starting)
+        if held is not None:
+            runner.unreserve(result.state, pod, node, snapshot)
+            if snapshot.node_of(pod.uid) is not None:
+                snapshot.forget(pod)
+            return Reject(held[0], held[1], results)
+        return Bind((Reservation(pod, node),), results, starts=tuple(starting))
+    why = Why.ERROR if result.status.code is Code.ERROR else Why.UNSCHEDULABLE
+    return Reject(why, result.message(), results)
+
+
+def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
+    snapshot = handle.snapshot
+    runner = handle.runner_for(workload.pods[0])
+    trial = snapshot.begin_trial()
+    decision = schedule_gang(workload.gang_request(), snapshot, runner, waiting=handle.waiting())
+    placed = [(r.pod, r.node) for r in decision.placed]
+    starting = _starting(handle, placed)
+    held = _held(handle, workload, placed, starting)
+    if held is not None:  # it fits, but its quota or a reservation says no: nothing stays
+        trial.discard()
+        return Reject(held[0], held[1], decision.results)
+    trial.commit()
+    if decision.outcome is Outcome.BIND:
+        return Bind(
+            decision.placed,
+            decision.results,
+            decision.unplaced,
+            decision.released,
+            tuple(starting),
+        )
+    if decision.outcome is Outcome.WAIT:
+        return Wait(decision.placed, decision.results, decision.message)
+    return Reject(Why.UNSCHEDULABLE, decision.message, decision.results)
+
+
+def _starting(handle: Handle, placed: Placed) -> list[Running]:
+    holds = handle.holds
+    return holds.starting(placed) if holds is not None else []
+
+
+def _held(
+    handle: Handle, workload: Workload, placed: Placed, starting: Sequence[Running]
+) -> tuple[Why, str] | None:
+    """Why placements that fit may not stand now, or None."""
+    admission = handle.admission
+    if admission is not None and placed:
+        refused = admission.refuses_placed(placed)
+        if refused:
+            return Why.QUOTA_PLACED, f"quota: {refused}"
+    holds = handle.holds
+    if holds is not None and starting:
+        why = holds.held_back(workload.key, workload.priority, starting)
+        if why:
+            return Why.BACKFILL, why
+    return None

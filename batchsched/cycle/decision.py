@@ -1,0 +1,53 @@
+"""What a workload cycle decides: values the drivers act on, nothing done yet.
+
+- `Bind`: these placements stand; bind them (a gang: with its reserved members).
+- `Wait`: a gang's members that exist fit and are reserved; they wait at Permit for the rest.
+- `Reject`: nothing of the workload is placed; `why` says which kind of "no" it is, so the
+  driver knows whether preemption may help and what to count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from batchsched.backfill import Running
+from batchsched.framework.runner import ScheduleResult
+from batchsched.gang.core import Reservation
+from batchsched.model.pod import PodView
+
+
+class Why(Enum):
+    UNSCHEDULABLE = "unschedulable"  # does not fit: PostFilter (preemption) may help
+    ERROR = "error"  # a plugin failed: retried with backoff
+    QUOTA = "quota"  # its tenant's quota refuses it before placement
+    QUOTA_PLACED = "quota-placed"  # it fits, but its quota refuses the nodes it would get
+    BACKFILL = "backfill"  # it fits, but starting now would delay a backfill reservation
+    NO_GROUP = "no-group"  # a gang member whose PodGroup is missing or invalid
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    placed: tuple[Reservation, ...]  # new this cycle
+    results: Mapping[str, ScheduleResult]  # by pod uid: each one's cycle state, for binding
+    unplaced: tuple[PodView, ...] = ()  # a gang's elastic surplus without room: tried later
+    released: tuple[str, ...] = ()  # other gangs whose waiting reservations gave way
+    starts: tuple[Running, ...] = ()  # what starts now and when it should end (backfill)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    placed: tuple[Reservation, ...]
+    results: Mapping[str, ScheduleResult]
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    why: Why
+    message: str
+    results: Mapping[str, ScheduleResult] = field(default_factory=dict)
+
+
+Decision = Bind | Wait | Reject
