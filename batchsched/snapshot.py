@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import count
 from typing import Final
 
-from batchsched.model.affinity import HostPort
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
-from batchsched.model.resources import Resources
-from gpu.discovery import topology_for
-from gpu.ledger import GpuLedger, Grants
+from batchsched.node_info import NodeInfo, ledger_for
+from gpu.ledger import Grants
 from gpu.requests import counted_request
 from gpu.topology import NodeTopology
+
+__all__ = ["NodeInfo", "Snapshot", "Trial"]
 
 _ADD: Final = 1
 _REMOVE: Final = 2
@@ -31,107 +30,6 @@ _REGRANT: Final = 3
 # Grants the scheduler chose, remembered per pod so a pod the API confirms (forgotten, then
 # counted again) keeps its GPUs; bounded, oldest dropped first.
 _MAX_GPU_HINTS: Final = 65536
-# Every change to any node takes a fresh number: plugins cache per-node results by it.
-_GENERATIONS: Final = count(1)
-
-
-def _ledger_for(node: NodeView, measured: NodeTopology | None = None) -> GpuLedger | None:
-    # The node agent's measured topology, where there is one, replaces the label-derived one.
-    topology = measured if measured is not None else topology_for(node)
-    return GpuLedger(topology) if topology.gpus else None
-
-
-class NodeInfo:
-    """A node and the pods counted on it. Plugins read it and never change it."""
-
-    __slots__ = (
-        "alloc_ephemeral",
-        "alloc_memory",
-        "alloc_milli_cpu",
-        "alloc_pods",
-        "alloc_scalar",
-        "generation",
-        "gpu",
-        "name",
-        "node",
-        "nz_memory",
-        "nz_milli_cpu",
-        "pods",
-        "pods_with_affinity",
-        "pods_with_required_anti_affinity",
-        "req_ephemeral",
-        "req_memory",
-        "req_milli_cpu",
-        "req_scalar",
-        "used_ports",
-    )
-
-    def __init__(self, node: NodeView, measured: NodeTopology | None = None) -> None:
-        self.node = node
-        self.name = node.name
-        alloc = node.allocatable
-        self.alloc_milli_cpu = alloc.milli_cpu
-        self.alloc_memory = alloc.memory
-        self.alloc_ephemeral = alloc.ephemeral_storage
-        self.alloc_pods = alloc.pods
-        self.alloc_scalar: Mapping[str, int] = alloc.scalar
-        self.pods: dict[str, PodView] = {}
-        self.req_milli_cpu = 0
-        self.req_memory = 0
-        self.req_ephemeral = 0
-        self.req_scalar: dict[str, int] = {}
-        self.nz_milli_cpu = 0
-        self.nz_memory = 0
-        self.used_ports: list[HostPort] = []
-        self.pods_with_affinity = 0
-        self.pods_with_required_anti_affinity = 0
-        self.gpu = _ledger_for(node, measured)
-        self.generation = next(_GENERATIONS)
-
-    @property
-    def requested(self) -> Resources:
-        return Resources(
-            self.req_milli_cpu,
-            self.req_memory,
-            self.req_ephemeral,
-            len(self.pods),
-            dict(self.req_scalar),
-        )
-
-    @property
-    def free(self) -> Resources:
-        return self.node.allocatable - self.requested
-
-    def _account(self, pod: PodView, sign: int) -> None:
-        req = pod.requests
-        self.req_milli_cpu += sign * req.milli_cpu
-        self.req_memory += sign * req.memory
-        self.req_ephemeral += sign * req.ephemeral_storage
-        for name, amount in req.scalar.items():
-            left = self.req_scalar.get(name, 0) + sign * amount
-            if left:
-                self.req_scalar[name] = left
-            else:
-                self.req_scalar.pop(name, None)
-        self.nz_milli_cpu += sign * pod.non_zero_milli_cpu
-        self.nz_memory += sign * pod.non_zero_memory
-        if pod.pod_affinity is not None or pod.pod_anti_affinity is not None:
-            self.pods_with_affinity += sign
-        if pod.pod_anti_affinity is not None and pod.pod_anti_affinity.required:
-            self.pods_with_required_anti_affinity += sign
-
-    def add(self, pod: PodView) -> None:
-        self.pods[pod.uid] = pod
-        self._account(pod, 1)
-        self.used_ports.extend(pod.host_ports)
-        self.generation = next(_GENERATIONS)
-
-    def remove(self, pod: PodView) -> None:
-        del self.pods[pod.uid]
-        self._account(pod, -1)
-        for port in pod.host_ports:
-            self.used_ports.remove(port)
-        self.generation = next(_GENERATIONS)
 
 
 class Snapshot:
@@ -219,7 +117,7 @@ class Snapshot:
         except ValueError:
             ledger.take(pod_uid, previous, overcommit=True)
             raise
-        info.generation = next(_GENERATIONS)
+        info.mark_changed()
         self._remember(pod_uid, info.name, grants)
         if self._trial_marks:
             self._log.append((_REGRANT, info.pods[pod_uid], info, previous))
@@ -248,14 +146,14 @@ class Snapshot:
         info.alloc_scalar = alloc.scalar
         self._index_node(node, 1)
         self._refit_gpus(info)
-        info.generation = next(_GENERATIONS)
+        info.mark_changed()
         return info
 
     def _refit_gpus(self, info: NodeInfo) -> None:
         """A node update may change its GPUs (count, product, health): rebuild the ledger and
         count the pods again, keeping each pod's GPUs where they still exist."""
         old = info.gpu
-        fresh = _ledger_for(info.node, self._measured.get(info.name))
+        fresh = ledger_for(info.node, self._measured.get(info.name))
         if old is not None and fresh is not None and fresh.topology is old.topology:
             return
         self.gpu_nodes += (fresh is not None) - (old is not None)
@@ -280,7 +178,7 @@ class Snapshot:
         info = self._by_name.get(node_name)
         if info is not None:
             self._refit_gpus(info)
-            info.generation = next(_GENERATIONS)
+            info.mark_changed()
 
     def remove_node(self, node_name: str) -> list[PodView]:
         """Drop a node; returns the pods that were counted on it, now counted nowhere."""
@@ -382,7 +280,7 @@ class Snapshot:
         assert ledger is not None
         ledger.release(pod.uid)
         ledger.take(pod.uid, grants, overcommit=True)
-        info.generation = next(_GENERATIONS)
+        info.mark_changed()
 
 
 def _has_prefer_no_schedule(node: NodeView) -> bool:

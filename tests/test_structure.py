@@ -29,7 +29,6 @@ KNOWN_LONG_MODULES: frozenset[str] = frozenset(
     {
         "batchsched/bench/e2e_gang.py",
         "batchsched/runtime/preempting.py",
-        "batchsched/snapshot.py",
     }
 )
 # "path::qualified.name" (a method is Class.method, a nested function outer.inner).
