@@ -39,23 +39,11 @@ KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset(
         "batchsched/bench/fuzz_targets.py::_targets",
         "batchsched/bench/parse.py::api_pod",
         "batchsched/runtime/app.py::App.__init__",
-        "batchsched/runtime/gang_cycle.py::GangCycle.run",
     }
 )
 # "importer -> imported": each direct import that closes a cycle (the imported module reaches
 # back to the importer). Removing an import can only remove entries.
-KNOWN_CYCLE_IMPORTS: frozenset[str] = frozenset(
-    {
-        "batchsched.runtime.backfill_waits -> batchsched.runtime.scheduler",
-        "batchsched.runtime.gang_cycle -> batchsched.runtime.scheduler",
-        "batchsched.runtime.preempting -> batchsched.runtime.preemption_inputs",
-        "batchsched.runtime.preempting -> batchsched.runtime.scheduler",
-        "batchsched.runtime.preemption_inputs -> batchsched.runtime.scheduler",
-        "batchsched.runtime.scheduler -> batchsched.runtime.backfill_waits",
-        "batchsched.runtime.scheduler -> batchsched.runtime.gang_cycle",
-        "batchsched.runtime.scheduler -> batchsched.runtime.preempting",
-    }
-)
+KNOWN_CYCLE_IMPORTS: frozenset[str] = frozenset()
 
 
 # Measuring
