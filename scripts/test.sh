@@ -14,7 +14,7 @@ echo "== ruff"
 echo "== mypy --strict"
 "$PYTHON" -m mypy --strict
 
-echo "== import-linter (the core does no I/O)"
+echo "== import-linter (the layers; the core does no I/O)"
 lint-imports
 
 echo "== pytest"
