@@ -12,6 +12,7 @@ the set), so the sets only shrink and always say exactly what is left.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -72,7 +73,7 @@ def functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:
 
 
 def cycle_imports(graph: grimp.ImportGraph) -> dict[str, str]:
-    """ "importer -> imported" for each direct import on a cycle, with that cycle as a chain."""
+    """Each direct import on a cycle, as "importer -> imported", with that cycle as a chain."""
     found: dict[str, str] = {}
     for importer in sorted(graph.modules):
         for imported in sorted(graph.find_modules_directly_imported_by(importer)):
@@ -100,6 +101,11 @@ def long_functions() -> dict[str, int]:
 
 @cache
 def project_graph() -> grimp.ImportGraph:
+    # grimp reads the packages Python would import: they must be this checkout's.
+    for package in PACKAGES:
+        spec = importlib.util.find_spec(package)
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        assert origin is not None and origin.is_relative_to(ROOT), f"{package} is {origin}"
     # Imports under `if TYPE_CHECKING:` are in the graph unless excluded; no cache on disk.
     return grimp.build_graph(*PACKAGES, exclude_type_checking_imports=False, cache_dir=None)
 
