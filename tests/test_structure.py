@@ -28,7 +28,6 @@ MAX_FUNCTION_LINES = 60
 # Paths relative to the repository root.
 KNOWN_LONG_MODULES: frozenset[str] = frozenset(
     {
-        "batchsched/bench/e2e_gang.py",
         "batchsched/runtime/preempting.py",
     }
 )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
+import functools
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,17 +33,9 @@ from typing import Final
 from batchsched.bench.chaos_audit import apiserver_audit_args, audit_policy_yaml
 from batchsched.bench.chaos_faults import KINDS
 from batchsched.bench.chaos_report import render, to_json
-from batchsched.bench.chaos_run import ChaosOptions, soak
-from batchsched.bench.e2e_cluster import (
-    ControlPlane,
-    add_harness_arguments,
-    attach_control_plane,
-    new_run_dir,
-    run_bench,
-    run_script,
-    start_control_plane,
-    stop_control_plane,
-)
+from batchsched.bench.chaos_run import ChaosOptions, Outcome, soak
+from batchsched.bench.e2e_cluster import ControlPlane, control_plane_for, run_script
+from batchsched.bench.harness import Report, add_harness_arguments, run_bench, script_main
 
 EXIT_VIOLATIONS: Final = 1
 
@@ -58,23 +50,15 @@ async def chaos_plane(
     is, so the checks that need the audit log are not made."""
     env: dict[str, str] = {}
     audit_log: Path | None = None
-    if kubeconfig:
-        plane = attach_control_plane(kubeconfig)
-    else:
+    if not kubeconfig:
         policy, audit_log = run_dir / "audit-policy.yaml", run_dir / "audit.log"
         policy.write_text(audit_policy_yaml())
         env["BATCHSCHED_APISERVER_EXTRA_ARGS"] = apiserver_audit_args(policy, audit_log)
-        plane = await asyncio.to_thread(start_control_plane, run_dir, env)
-    try:
+    # Stopping a plane of our own stops KWOK and the controller-manager too.
+    async with control_plane_for(kubeconfig, run_dir, keep=keep, env=env) as plane:
         if plane.state_dir is not None:
             await asyncio.to_thread(kwok_up, plane.state_dir, env)
         yield plane, env, audit_log
-    finally:
-        if plane.owned and not keep:
-            await asyncio.to_thread(stop_control_plane, plane)  # kwok and the rest too
-        elif plane.owned:
-            print(f"kept: KUBECONFIG={plane.kubeconfig}; stop with BATCHSCHED_CP_DIR="
-                  f"{plane.state_dir} scripts/control-plane.sh down --purge")  # fmt: skip
 
 
 def kwok_up(state: Path, env: dict[str, str]) -> None:
@@ -86,24 +70,24 @@ def kwok_up(state: Path, env: dict[str, str]) -> None:
     run_script(state, "controller-manager-up", env=env)
 
 
-async def main(args: argparse.Namespace) -> int:
-    run_dir = new_run_dir()
-    print(f"logs: {run_dir}", flush=True)
+def report(options: ChaosOptions, outcome: Outcome) -> Report:
+    result, violations, t0 = outcome.result, outcome.violations, outcome.t0
+    body = {
+        "options": {k: v for k, v in vars(options).items() if k != "log"},
+        "result": to_json(result),
+        "violations": [
+            {"kind": v.kind, "t": v.at - t0, "subject": v.subject, "detail": v.detail}
+            for v in violations
+        ],
+    }
+    return Report(render(result, violations, t0), body, 0 if result.ok() else EXIT_VIOLATIONS)
+
+
+async def bench(args: argparse.Namespace, run_dir: Path) -> Report:
     options = options_from(args)
     async with chaos_plane(args.kubeconfig, run_dir, keep=args.keep) as (plane, env, audit):
         outcome = await soak(plane, env, audit, options, run_dir)
-    print(render(outcome.result, outcome.violations, outcome.t0))
-    if args.json:
-        body = {
-            "options": {k: v for k, v in vars(options).items() if k != "log"},
-            "result": to_json(outcome.result),
-            "violations": [
-                {"kind": v.kind, "t": v.at - outcome.t0, "subject": v.subject, "detail": v.detail}
-                for v in outcome.violations
-            ],
-        }
-        args.json.write_text(json.dumps(body, indent=2, default=str) + "\n")
-    return 0 if outcome.result.ok() else EXIT_VIOLATIONS
+    return report(options, outcome)
 
 
 def options_from(args: argparse.Namespace) -> ChaosOptions:
@@ -131,7 +115,7 @@ def options_from(args: argparse.Namespace) -> ChaosOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_bench("chaos", lambda: main(args))
+    return run_bench("chaos", args, functools.partial(bench, args))
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -168,7 +152,4 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 if __name__ == "__main__":
-    _parser = argparse.ArgumentParser(prog="python -m batchsched.bench.chaos")
-    add_parser(_parser.add_subparsers(dest="command", required=True))
-    _args = _parser.parse_args(["chaos", *sys.argv[1:]])
-    sys.exit(int(_args.run(_args)))
+    sys.exit(script_main("chaos", "chaos", add_parser))

@@ -30,19 +30,11 @@ from batchsched.bench.chaos_workload import (
     pod_group_body,
     priority_class_body,
 )
-from batchsched.bench.e2e_cluster import create_object, run_bounded
+from batchsched.bench.e2e_cluster import create_nodes, create_object, create_or_keep
 from batchsched.kube.client import ApiError, ApiUnavailable, request_json
 
 _RECREATE_TIMEOUT_S: Final = 120.0
 _RETRY_S: Final = 0.5
-
-
-async def create_or_keep(api: ApiClient, path: str, body: dict[str, object]) -> None:
-    try:
-        await create_object(api, path, body)
-    except ApiError as err:
-        if err.status != 409:
-            raise
 
 
 async def set_up_cluster(api: ApiClient, nodes: int, concurrency: int) -> None:
@@ -60,11 +52,7 @@ async def set_up_cluster(api: ApiClient, nodes: int, concurrency: int) -> None:
             "/apis/scheduling.k8s.io/v1/priorityclasses",
             priority_class_body(name, value, policy),
         )
-
-    async def create(i: int) -> None:
-        await create_or_keep(api, "/api/v1/nodes", node_body(f"chaos-node-{i}"))
-
-    await run_bounded(nodes, concurrency, create)
+    await create_nodes(api, nodes, concurrency, prefix="chaos-node", body=node_body)
 
 
 async def wait_nodes_ready(api: ApiClient, nodes: int, timeout: float) -> None:

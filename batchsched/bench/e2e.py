@@ -14,167 +14,85 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
-import sys
+import functools
 import time
 from pathlib import Path
 
-import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.bench.e2e_cluster import (
+from batchsched.bench.e2e_cluster import create_namespace, create_nodes, create_pods, delete_pods
+from batchsched.bench.e2e_procs import histogram_mean_ms
+from batchsched.bench.e2e_report import Measurement, render, to_json
+from batchsched.bench.harness import (
     EXIT_UNBOUND,
-    BenchError,
-    ControlPlane,
+    Report,
+    UnderTest,
     add_harness_arguments,
     add_profile_argument,
-    control_plane_for,
-    count_nodes,
-    create_namespace,
-    create_nodes,
-    create_pods,
-    delete_bench_nodes,
-    delete_pods,
-    install_crds,
-    kube_version,
-    new_run_dir,
+    compare,
     run_bench,
+    running,
+    scheduler_order,
 )
-from batchsched.bench.e2e_procs import (
-    Batchsched,
-    CpuMeter,
-    KubeScheduler,
-    SchedulerProcess,
-    histogram_mean_ms,
-)
-from batchsched.bench.e2e_report import Machine, Measurement, machine_info, render, to_json
-from batchsched.bench.e2e_watch import BindWatch, percentile
-from batchsched.kube.client import api_client
+from batchsched.bench.harness_phase import Phase, scheduler_metrics, timed_phase
 
 SCHEDULERS = ("batchsched", "kube-scheduler")
 
 
-async def measure(
-    api: ApiClient,
-    plane: ControlPlane,
-    scheduler: SchedulerProcess,
-    args: argparse.Namespace,
-    namespace: str,
-) -> Measurement:
+async def measure(args: argparse.Namespace, stamp: str, run: UnderTest) -> list[Measurement]:
+    scheduler, api = run.scheduler, run.api
+    print(f"{scheduler.name}: scheduling {args.pods} pods ...", flush=True)
+    namespace = f"bench-{scheduler.name}-{stamp}"
     await create_namespace(api, namespace)
     try:
-        await scheduler.start()
-        result = await _measure_running(api, plane, scheduler, args, namespace)
-        result.pod_watch_retries = scheduler.pod_watch_retries()
-        try:
+        async with running(scheduler):
+            create = functools.partial(
+                create_pods, api, namespace, scheduler.scheduler_name, args.pods, args.concurrency
+            )
+            meter = run.cpu_meter()
+            phase = await timed_phase(api, namespace, args.pods, create, args.timeout, meter=meter)
+            result = measurement(scheduler.name, args.pods, phase)
+            result.pod_watch_retries = scheduler.pod_watch_retries()
             metric, selector = scheduler.algorithm_metric
-            text = await scheduler.metrics()
+            text = await scheduler_metrics(scheduler)
             result.algorithm_mean_ms = histogram_mean_ms(text, metric, selector)
-        except (BenchError, aiohttp.ClientError, TimeoutError, OSError) as err:
-            print(f"{scheduler.name}: no /metrics ({err})", file=sys.stderr)
-        return result
+            return [result]
     finally:
-        await scheduler.stop()
         await delete_pods(api, namespace)
 
 
-async def _measure_running(
-    api: ApiClient,
-    plane: ControlPlane,
-    scheduler: SchedulerProcess,
-    args: argparse.Namespace,
-    namespace: str,
-) -> Measurement:
-    watch = BindWatch(api, namespace, args.pods)
-    meter = cpu_meter(plane, scheduler)
-    async with asyncio.TaskGroup() as tasks:
-        watching = tasks.create_task(watch.run())
-        await watch.wait_watching()
-        meter.start()
-        creation = await create_pods(
-            api, namespace, scheduler.scheduler_name, args.pods, args.concurrency
-        )
-        complete = await watch.wait_all_bound(creation.started + args.timeout)
-        cpu = meter.stop()
-        ended = max(watch.bound.values()) if complete else time.perf_counter()
-        watching.cancel()
-    seconds = ended - creation.started
-    latencies = watch.latencies()
+def measurement(scheduler: str, pods: int, phase: Phase) -> Measurement:
+    create_seconds = phase.create_seconds
     return Measurement(
-        scheduler=scheduler.name,
-        pods=args.pods,
-        bound=len(watch.bound),
-        seconds=seconds,
-        pods_per_second=len(watch.bound) / seconds,
-        create_seconds=creation.seconds,
-        creates_per_second=creation.per_second,
-        latency_p50_ms=percentile(latencies, 50) * 1e3,
-        latency_p99_ms=percentile(latencies, 99) * 1e3,
-        cpu_seconds=cpu,
-        bench_watch_reconnects=watch.reconnects,
+        scheduler=scheduler,
+        pods=pods,
+        bound=phase.bound,
+        seconds=phase.seconds,
+        pods_per_second=phase.bound / phase.seconds,
+        create_seconds=create_seconds,
+        creates_per_second=pods / create_seconds if create_seconds > 0 else float("inf"),
+        latency_p50_ms=phase.latency_ms(50),
+        latency_p99_ms=phase.latency_ms(99),
+        cpu_seconds=phase.cpu_seconds,
+        bench_watch_reconnects=phase.watch.reconnects,
     )
 
 
-def cpu_meter(plane: ControlPlane, scheduler: SchedulerProcess) -> CpuMeter:
-    return CpuMeter(
-        {
-            "scheduler": scheduler.pid(),
-            "kube-apiserver": plane.pid("kube-apiserver"),
-            "etcd": plane.pid("etcd"),
-            "bench client": os.getpid(),
-        }
-    )
-
-
-def make_scheduler(
-    name: str, plane: ControlPlane, run_dir: Path, profile: Path | None
-) -> SchedulerProcess:
-    if name == "batchsched":
-        return Batchsched(plane.kubeconfig, run_dir / "batchsched.log", profile)
-    return KubeScheduler(plane)
-
-
-async def bench(
-    plane: ControlPlane, args: argparse.Namespace, run_dir: Path
-) -> tuple[Machine, list[Measurement]]:
-    names = [args.only] if args.only else list(SCHEDULERS)
-    # Built first, so a scheduler that cannot run fails the bench before any work.
-    schedulers = [make_scheduler(n, plane, run_dir, args.profile_batchsched) for n in names]
-    api = await api_client(str(plane.kubeconfig))
-    async with api:
-        machine = machine_info(await kube_version(api))
-        others = await count_nodes(api)
-        if others:
-            print(f"note: the cluster already has {others} node(s); they take pods too")
-        await install_crds(api)
+async def bench(args: argparse.Namespace, run_dir: Path) -> Report:
+    async def set_up(api: ApiClient) -> None:
         await create_nodes(api, args.nodes, args.concurrency)
-        results = []
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        for scheduler in schedulers:
-            print(f"{scheduler.name}: scheduling {args.pods} pods ...", flush=True)
-            namespace = f"bench-{scheduler.name}-{stamp}"
-            results.append(await measure(api, plane, scheduler, args, namespace))
-        if not plane.owned and not args.keep:
-            await delete_bench_nodes(api)
-    return machine, results
 
-
-async def main(args: argparse.Namespace) -> int:
-    run_dir = new_run_dir()
-    print(f"logs: {run_dir}", flush=True)
-    async with control_plane_for(args.kubeconfig, run_dir, keep=args.keep) as plane:
-        machine, results = await bench(plane, args, run_dir)
+    names = scheduler_order(SCHEDULERS, args.only)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    each = functools.partial(measure, args, stamp)
+    machine, results = await compare(args, run_dir, names, set_up, each, args.profile_batchsched)
     shape = (args.nodes, args.pods, args.concurrency)
-    print(render(machine, results, *shape))
-    if args.json:
-        args.json.write_text(json.dumps(to_json(machine, results, *shape), indent=2) + "\n")
-    return 0 if all(r.bound == r.pods for r in results) else EXIT_UNBOUND
+    code = 0 if all(r.bound == r.pods for r in results) else EXIT_UNBOUND
+    return Report(render(machine, results, *shape), to_json(machine, results, *shape), code)
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_bench("e2e", lambda: main(args))
+    return run_bench("e2e", args, functools.partial(bench, args))
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,15 +8,13 @@ scheduler itself uses.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -37,49 +35,6 @@ BENCH_LABEL: Final = "bench.batchsched.io/e2e"
 # Transient answers worth another try while creating objects as fast as the server takes them.
 _RETRY_STATUSES: Final = frozenset({429, 500, 503, 504})
 _CREATE_TRIES: Final = 5
-
-
-EXIT_UNBOUND: Final = 1  # the run finished, but not every pod was bound
-EXIT_BENCH_ERROR: Final = 2  # the bench itself could not run
-
-
-def run_bench(name: str, main: Callable[[], Awaitable[int]]) -> int:
-    """Run one end-to-end bench to its exit code; its expected failures (no control plane, an
-    API error, a bad kubeconfig) are printed as one line each, not as tracebacks."""
-    from batchsched.kube.client import KubeConfigError
-
-    code = EXIT_BENCH_ERROR
-    try:
-        code = asyncio.run(_call(main))
-    except* (BenchError, ApiError, ApiUnavailable, KubeConfigError) as group:
-        for err in group.exceptions:
-            print(f"bench {name}: {err}", file=sys.stderr)
-    return code
-
-
-async def _call(main: Callable[[], Awaitable[int]]) -> int:
-    return await main()
-
-
-def add_harness_arguments(
-    parser: argparse.ArgumentParser, schedulers: Sequence[str], timeout_help: str
-) -> None:
-    """The options every end-to-end bench shares: load, limits, where and what to keep."""
-    parser.add_argument("--concurrency", type=int, default=64, help="create requests in flight")
-    parser.add_argument("--timeout", type=float, default=600.0, help=timeout_help)
-    parser.add_argument("--kubeconfig", type=Path, help="use this API server instead of a new one")
-    parser.add_argument("--only", choices=schedulers, help="run one scheduler")
-    parser.add_argument("--keep", action="store_true", help="leave the control plane and Nodes")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON too")
-
-
-def add_profile_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--profile-batchsched",
-        type=Path,
-        metavar="OUT",
-        help="run batchsched under cProfile, stats to OUT (slows it: not for the figures)",
-    )
 
 
 class BenchError(RuntimeError):
@@ -197,15 +152,18 @@ async def count_nodes(api: ApiClient) -> int:
     return (len(items) if isinstance(items, list) else 0) + int(str(remaining or 0))
 
 
-async def create_nodes(api: ApiClient, count: int, concurrency: int) -> None:
-    """node-0 .. node-{count-1}; ones left from an earlier --keep run are reused."""
+async def create_nodes(
+    api: ApiClient,
+    count: int,
+    concurrency: int,
+    *,
+    prefix: str = "node",
+    body: Callable[[str], dict[str, object]] = node_body,
+) -> None:
+    """<prefix>-0 .. <prefix>-{count-1}; ones left from an earlier --keep run are reused."""
 
     async def create(i: int) -> None:
-        try:
-            await create_object(api, "/api/v1/nodes", node_body(f"node-{i}"))
-        except ApiError as err:
-            if err.status != 409:
-                raise
+        await create_or_keep(api, "/api/v1/nodes", body(f"{prefix}-{i}"))
 
     await run_bounded(count, concurrency, create)
 
@@ -217,11 +175,7 @@ async def install_crds(api: ApiClient, timeout: float = 60.0) -> None:
         for crd in yaml.safe_load_all(manifest.read_text()):
             if not isinstance(crd, dict):
                 continue
-            try:
-                await create_object(api, CRDS_PATH, crd)
-            except ApiError as err:
-                if err.status != 409:
-                    raise
+            await create_or_keep(api, CRDS_PATH, crd)
             await _wait_established(api, str(crd["metadata"]["name"]), timeout)
 
 
@@ -244,35 +198,16 @@ async def create_namespace(api: ApiClient, name: str) -> None:
     await create_object(api, "/api/v1/namespaces", body)
 
 
-@dataclass(frozen=True)
-class Creation:
-    """When the first create request went out and the last one was answered (perf_counter)."""
-
-    started: float
-    finished: float
-    count: int
-
-    @property
-    def seconds(self) -> float:
-        return self.finished - self.started
-
-    @property
-    def per_second(self) -> float:
-        return self.count / self.seconds if self.seconds > 0 else float("inf")
-
-
 async def create_pods(
     api: ApiClient, namespace: str, scheduler_name: str, count: int, concurrency: int
-) -> Creation:
+) -> None:
     """pod-0 .. pod-{count-1}, `concurrency` requests in flight: the same for every scheduler."""
     path = f"/api/v1/namespaces/{namespace}/pods"
 
     async def create(i: int) -> None:
         await create_object(api, path, pod_body(f"pod-{i}", scheduler_name))
 
-    started = time.perf_counter()
     await run_bounded(count, concurrency, create)
-    return Creation(started, time.perf_counter(), count)
 
 
 async def run_bounded(count: int, concurrency: int, work: Callable[[int], Awaitable[None]]) -> None:
@@ -302,6 +237,15 @@ async def create_object(api: ApiClient, path: str, body: Mapping[str, object]) -
         await asyncio.sleep(0.1 * 2**attempt)
 
 
+async def create_or_keep(api: ApiClient, path: str, body: Mapping[str, object]) -> None:
+    """Create, or keep the one of that name already there (409)."""
+    try:
+        await create_object(api, path, body)
+    except ApiError as err:
+        if err.status != 409:
+            raise
+
+
 async def delete_pods(api: ApiClient, namespace: str, timeout: float = 120.0) -> None:
     """Force-delete (grace 0: no kubelet will ever confirm) and wait until they are gone."""
     path = f"/api/v1/namespaces/{namespace}/pods"
@@ -327,14 +271,18 @@ async def _any_left(api: ApiClient, path: str) -> bool:
 
 @contextlib.asynccontextmanager
 async def control_plane_for(
-    kubeconfig: Path | None, run_dir: Path, *, keep: bool
+    kubeconfig: Path | None,
+    run_dir: Path,
+    *,
+    keep: bool,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[ControlPlane]:
-    """The given cluster, or a control plane of our own that is torn down afterwards unless
-    `keep` (then how to stop it is printed)."""
+    """The given cluster, or a control plane of our own (`env` for its script) that is torn
+    down afterwards unless `keep` (then how to stop it is printed)."""
     if kubeconfig:
         plane = attach_control_plane(kubeconfig)
     else:
-        plane = await asyncio.to_thread(start_control_plane, run_dir)
+        plane = await asyncio.to_thread(start_control_plane, run_dir, env)
     try:
         yield plane
     finally:

@@ -25,58 +25,46 @@ and 500Mi, measured. Each high pod fits only where three low pods go (0.4 + 3 x 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
-import sys
+import functools
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Final
 
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.bench.e2e import make_scheduler
 from batchsched.bench.e2e_cluster import (
-    EXIT_UNBOUND,
     BenchError,
-    ControlPlane,
-    add_harness_arguments,
-    add_profile_argument,
-    control_plane_for,
-    count_nodes,
     create_namespace,
     create_nodes,
     create_object,
-    delete_bench_nodes,
+    create_or_keep,
     delete_pods,
-    install_crds,
-    kube_version,
-    new_run_dir,
-    run_bench,
     run_bounded,
 )
-from batchsched.bench.e2e_gang import api_writes
 from batchsched.bench.e2e_preemption_report import (
     HIGH_CPU_MILLI,
     HIGH_PRIORITY,
     LOW_CPU_MILLI,
     LOW_PRIORITY,
     PreemptionMeasurement,
-    fewest_victims,
     metric_sum,
-    ratio,
     render,
     row,
+    to_json,
 )
-from batchsched.bench.e2e_procs import CpuMeter, SchedulerProcess
-from batchsched.bench.e2e_report import Machine, machine_info
-from batchsched.bench.e2e_watch import BindWatch, percentile
-from batchsched.kube.client import (
-    ApiError,
-    api_client,
-    request_json,
+from batchsched.bench.harness import (
+    EXIT_UNBOUND,
+    Report,
+    UnderTest,
+    add_harness_arguments,
+    add_profile_argument,
+    compare,
+    run_bench,
+    running,
+    scheduler_order,
 )
+from batchsched.bench.harness_phase import scheduler_metrics, timed_phase
+from batchsched.kube.client import request_json
 
 SCHEDULERS: Final = ("batchsched", "kube-scheduler")
 CLASSES_PATH: Final = "/apis/scheduling.k8s.io/v1/priorityclasses"
@@ -112,49 +100,20 @@ async def create_priority_classes(api: ApiClient) -> None:
             "value": value,
             "preemptionPolicy": "PreemptLowerPriority",
         }
-        try:
-            await create_object(api, CLASSES_PATH, body)
-        except ApiError as err:
-            if err.status != 409:
-                raise
+        await create_or_keep(api, CLASSES_PATH, body)
 
 
 async def create_batch(
     api: ApiClient, namespace: str, scheduler_name: str, count: int, concurrency: int, *, low: bool
-) -> tuple[float, float]:
-    """low-<i> or high-<i>; (first request sent, last answer) on perf_counter."""
+) -> None:
+    """low-<i> or high-<i>."""
     path = f"/api/v1/namespaces/{namespace}/pods"
     prefix = "low" if low else "high"
 
     async def create(i: int) -> None:
         await create_object(api, path, pod_body(f"{prefix}-{i}", scheduler_name, low=low))
 
-    started = time.perf_counter()
     await run_bounded(count, concurrency, create)
-    return started, time.perf_counter()
-
-
-async def timed_batch(
-    api: ApiClient,
-    namespace: str,
-    scheduler_name: str,
-    count: int,
-    args: argparse.Namespace,
-    *,
-    low: bool,
-) -> tuple[BindWatch, float, float, float]:
-    """Create the batch under a watch; (watch, first create, last create answered, end)."""
-    watch = BindWatch(api, namespace, count)
-    async with asyncio.TaskGroup() as tasks:
-        watching = tasks.create_task(watch.run())
-        await watch.wait_watching()
-        started, created = await create_batch(
-            api, namespace, scheduler_name, count, args.concurrency, low=low
-        )
-        complete = await watch.wait_all_bound(started + args.timeout)
-        ended = max(watch.bound.values()) if complete else time.perf_counter()
-        watching.cancel()
-    return watch, started, created, ended
 
 
 async def count_victims(api: ApiClient, namespace: str, created: int) -> tuple[int, int]:
@@ -171,136 +130,75 @@ def _deleting(pod: object) -> bool:
     return isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))
 
 
-async def measure(
-    api: ApiClient, plane: ControlPlane, scheduler: SchedulerProcess, args: argparse.Namespace
-) -> PreemptionMeasurement:
+async def measure(args: argparse.Namespace, run: UnderTest) -> list[PreemptionMeasurement]:
+    api, scheduler = run.api, run.scheduler
     base = f"preempt-{scheduler.name}-{time.strftime('%H%M%S')}"
     low_ns, high_ns = f"{base}-low", f"{base}-high"
     await create_namespace(api, low_ns)
     await create_namespace(api, high_ns)
     try:
-        await scheduler.start()
-        try:
-            return await _measure_running(api, plane, scheduler, args, low_ns, high_ns)
-        finally:
-            await scheduler.stop()
+        async with running(scheduler):
+            result = await _measure_running(args, run, low_ns, high_ns)
     finally:
         await delete_pods(api, high_ns)
         await delete_pods(api, low_ns)
+    print(f"  {row(result)}", flush=True)
+    return [result]
 
 
 async def _measure_running(
-    api: ApiClient,
-    plane: ControlPlane,
-    scheduler: SchedulerProcess,
-    args: argparse.Namespace,
-    low_ns: str,
-    high_ns: str,
+    args: argparse.Namespace, run: UnderTest, low_ns: str, high_ns: str
 ) -> PreemptionMeasurement:
-    name = scheduler.scheduler_name
+    api, scheduler = run.api, run.scheduler
+    name, concurrency = scheduler.scheduler_name, args.concurrency
     print(f"{scheduler.name}: binding {args.low} low-priority pods ...", flush=True)
-    low_watch, low_start, _, low_end = await timed_batch(
-        api, low_ns, name, args.low, args, low=True
-    )
-    if len(low_watch.bound) < args.low:
-        raise BenchError(f"{scheduler.name} bound {len(low_watch.bound)}/{args.low} low pods")
+    create = functools.partial(create_batch, api, low_ns, name, args.low, concurrency, low=True)
+    low = await timed_phase(api, low_ns, args.low, create, args.timeout)
+    if low.bound < args.low:
+        raise BenchError(f"{scheduler.name} bound {low.bound}/{args.low} low pods")
     print(f"{scheduler.name}: {args.high} high-priority pods ...", flush=True)
-    meter = CpuMeter(
-        {
-            "scheduler": scheduler.pid(),
-            "kube-apiserver": plane.pid("kube-apiserver"),
-            "etcd": plane.pid("etcd"),
-            "bench client": os.getpid(),
-        }
+    create = functools.partial(create_batch, api, high_ns, name, args.high, concurrency, low=False)
+    high = await timed_phase(
+        api, high_ns, args.high, create, args.timeout, meter=run.cpu_meter(), count_writes=True
     )
-    writes_before = await api_writes(api)
-    meter.start()
-    watch, started, created, ended = await timed_batch(
-        api, high_ns, name, args.high, args, low=False
-    )
-    cpu = meter.stop()
-    writes = {k: n - writes_before.get(k, 0) for k, n in (await api_writes(api)).items()}
     victims, terminating = await count_victims(api, low_ns, args.low)
-    metrics = await _scheduler_metrics(scheduler)
-    seconds = ended - started
-    latencies = watch.latencies()
+    metrics = await scheduler_metrics(scheduler)
     return PreemptionMeasurement(
         scheduler=scheduler.name,
         low=args.low,
-        low_bound=len(low_watch.bound),
-        low_seconds=low_end - low_start,
+        low_bound=low.bound,
+        low_seconds=low.seconds,
         high=args.high,
-        bound=len(watch.bound),
-        seconds=seconds,
-        pods_per_second=len(watch.bound) / seconds,
-        create_seconds=created - started,
-        latency_p50_ms=percentile(latencies, 50) * 1e3,
-        latency_p99_ms=percentile(latencies, 99) * 1e3,
+        bound=high.bound,
+        seconds=high.seconds,
+        pods_per_second=high.bound / high.seconds,
+        create_seconds=high.create_seconds,
+        latency_p50_ms=high.latency_ms(50),
+        latency_p99_ms=high.latency_ms(99),
         victims=victims,
         terminating=terminating,
         reported_victims=metric_sum(metrics, "scheduler_preemption_victims_sum"),
         preemption_attempts=metric_sum(metrics, "scheduler_preemption_attempts_total"),
-        cpu_seconds=cpu,
-        api_writes={k: n for k, n in sorted(writes.items()) if n > 0},
-        bench_watch_reconnects=watch.reconnects + low_watch.reconnects,
+        cpu_seconds=high.cpu_seconds,
+        api_writes=high.api_writes,
+        bench_watch_reconnects=high.watch.reconnects + low.watch.reconnects,
     )
 
 
-async def _scheduler_metrics(scheduler: SchedulerProcess) -> str:
-    try:
-        return await scheduler.metrics()
-    except (BenchError, OSError, TimeoutError) as err:
-        print(f"{scheduler.name}: no /metrics ({err})", file=sys.stderr)
-        return ""
-
-
-async def bench(
-    plane: ControlPlane, args: argparse.Namespace, run_dir: Path
-) -> tuple[Machine, list[PreemptionMeasurement]]:
-    names = [args.only] if args.only else list(SCHEDULERS)
-    if args.kube_scheduler_first:
-        names.reverse()
-    schedulers = [make_scheduler(n, plane, run_dir, args.profile_batchsched) for n in names]
-    api = await api_client(str(plane.kubeconfig))
-    async with api:
-        machine = machine_info(await kube_version(api))
-        others = await count_nodes(api)
-        if others:
-            print(f"note: the cluster already has {others} node(s); they take pods too")
-        await install_crds(api)
+async def bench(args: argparse.Namespace, run_dir: Path) -> Report:
+    async def set_up(api: ApiClient) -> None:
         await create_priority_classes(api)
         await create_nodes(api, args.nodes, args.concurrency)
-        results = []
-        for scheduler in schedulers:
-            result = await measure(api, plane, scheduler, args)
-            print(f"  {row(result)}", flush=True)
-            results.append(result)
-        if not plane.owned and not args.keep:
-            await delete_bench_nodes(api)
-    return machine, results
 
-
-async def main(args: argparse.Namespace) -> int:
-    run_dir = new_run_dir()
-    print(f"logs: {run_dir}", flush=True)
-    async with control_plane_for(args.kubeconfig, run_dir, keep=args.keep) as plane:
-        machine, results = await bench(plane, args, run_dir)
-    print(render(machine, results, args))
-    if args.json:
-        body = {
-            "machine": asdict(machine),
-            "load_average_end": os.getloadavg()[0],
-            "workload": {k: getattr(args, k) for k in ("nodes", "low", "high", "concurrency")},
-            "fewest_victims": fewest_victims(args.nodes, args.low, args.high),
-            "results": [asdict(r) for r in results],
-            "ratio_pods_per_second": ratio(results),
-        }
-        args.json.write_text(json.dumps(body, indent=2) + "\n")
-    return 0 if all(r.bound == r.high for r in results) else EXIT_UNBOUND
+    names = scheduler_order(SCHEDULERS, args.only, baseline_first=args.kube_scheduler_first)
+    each = functools.partial(measure, args)
+    machine, results = await compare(args, run_dir, names, set_up, each, args.profile_batchsched)
+    code = 0 if all(r.bound == r.high for r in results) else EXIT_UNBOUND
+    return Report(render(machine, results, args), to_json(machine, results, args), code)
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_bench("preemption", lambda: main(args))
+    return run_bench("preemption", args, functools.partial(bench, args))
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -5,16 +5,25 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Final
 
-from batchsched.bench.e2e_report import Machine
+from batchsched.bench import harness_report
+from batchsched.bench.harness_report import (
+    Machine,
+    api_writes_lines,
+    cell,
+    cpu_table,
+    machine_line,
+    watch_cut_note,
+)
 
 LOW_PRIORITY: Final = 0
 HIGH_PRIORITY: Final = 10
 LOW_CPU_MILLI: Final = 900
 HIGH_CPU_MILLI: Final = 3000
 NODE_CPU_MILLI: Final = 4000  # e2e_cluster.node_body
+_LABEL_WIDTH: Final = 15
 
 
 @dataclass
@@ -63,14 +72,7 @@ def fewest_victims(nodes: int, low: int, high: int) -> int | None:
 
 
 def ratio(results: list[PreemptionMeasurement]) -> float | None:
-    rates = {r.scheduler: r.pods_per_second for r in results}
-    if "batchsched" not in rates or not rates.get("kube-scheduler"):
-        return None
-    return rates["batchsched"] / rates["kube-scheduler"]
-
-
-def _cell(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    return harness_report.ratio({r.scheduler: r.pods_per_second for r in results}, "kube-scheduler")
 
 
 def row(r: PreemptionMeasurement) -> str:
@@ -78,17 +80,20 @@ def row(r: PreemptionMeasurement) -> str:
         f"{r.scheduler:<15} {f'{r.low_bound}/{r.low}':>10} {r.low_seconds:7.2f} "
         f"{f'{r.bound}/{r.high}':>10} {r.seconds:8.2f} {r.pods_per_second:8.1f} "
         f"{r.latency_p50_ms:8.0f} {r.latency_p99_ms:8.0f} {r.victims:8d} {r.terminating:6d} "
-        f"{_cell(r.reported_victims, '.0f'):>9} {_cell(r.preemption_attempts, '.0f'):>9}"
+        f"{cell(r.reported_victims, '.0f'):>9} {cell(r.preemption_attempts, '.0f'):>9}"
     )
 
 
 def render(machine: Machine, results: list[PreemptionMeasurement], args: argparse.Namespace) -> str:
-    columns = ("scheduler", "kube-apiserver", "etcd", "bench client", "other", "machine")
     least = fewest_victims(args.nodes, args.low, args.high)
+    nan = float("nan")
+    cpu = [
+        (r.scheduler, r.cpu_seconds, r.cpu_seconds.get("scheduler", nan) / max(1, r.bound) * 1e3)
+        for r in results
+    ]
+    writes = ((r.scheduler, r.api_writes) for r in results)
     lines = [
-        f"machine: {machine.cpus} cpus ({machine.cpu_model}), {machine.python}, kube "
-        f"{machine.kube}, load average {machine.load_average:.2f} at start, "
-        f"{os.getloadavg()[0]:.2f} at end",
+        machine_line(machine, load_at_end=True),
         f"workload: PreemptionBasic, {args.nodes} nodes (4 cpu, 32Gi, 110 pods); {args.low} "
         f"low pods (900m, 500Mi, priority {LOW_PRIORITY}) bound first by the scheduler under "
         f"test; {args.high} high pods (3000m, 500Mi, priority {HIGH_PRIORITY}) measured; "
@@ -100,28 +105,36 @@ def render(machine: Machine, results: list[PreemptionMeasurement], args: argpars
         f"{'pods/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'victims':>8} {'term.':>6} "
         f"{'reported':>9} {'attempts':>9}",
         *(row(r) for r in results),
-        f"fewest possible victims: {_cell(least, 'd')} (victims: low pods gone or terminating "
+        f"fewest possible victims: {cell(least, 'd')} (victims: low pods gone or terminating "
         "after the run; reported: the scheduler's scheduler_preemption_victims sum)",
         "",
         "CPU seconds used during the high-priority phase:",
-        f"{'run':<15} " + " ".join(f"{c:>14}" for c in columns) + f" {'sched ms/pod':>13}",
-    ]
-    for r in results:
-        cells = " ".join(f"{r.cpu_seconds.get(c, float('nan')):14.2f}" for c in columns)
-        per_pod = r.cpu_seconds.get("scheduler", float("nan")) / max(1, r.bound) * 1e3
-        lines.append(f"{r.scheduler:<15} {cells} {per_pod:13.2f}")
-    lines += ["", "API writes during the high-priority phase (the bench's creates included):"]
-    lines += [
-        f"{r.scheduler:<15} " + ", ".join(f"{k} {n}" for k, n in r.api_writes.items())
-        for r in results
-    ]
-    lines += [
-        f"note: the bench's watch was cut {r.bench_watch_reconnects} time(s) in the "
-        f"{r.scheduler} run: its times may lag"
-        for r in results
-        if r.bench_watch_reconnects
+        *cpu_table(cpu, _LABEL_WIDTH, missing=nan),
+        *api_writes_lines(
+            "API writes during the high-priority phase (the bench's creates included):",
+            writes,
+            _LABEL_WIDTH,
+        ),
+        *(
+            watch_cut_note(r.bench_watch_reconnects, f"the {r.scheduler} run")
+            for r in results
+            if r.bench_watch_reconnects
+        ),
     ]
     value = ratio(results)
     if value is not None:
         lines += ["", f"ratio batchsched / kube-scheduler (high-priority pods/s): {value:.2f}x"]
     return "\n".join(lines)
+
+
+def to_json(
+    machine: Machine, results: list[PreemptionMeasurement], args: argparse.Namespace
+) -> dict[str, object]:
+    return {
+        "machine": asdict(machine),
+        "load_average_end": os.getloadavg()[0],
+        "workload": {k: getattr(args, k) for k in ("nodes", "low", "high", "concurrency")},
+        "fewest_victims": fewest_victims(args.nodes, args.low, args.high),
+        "results": [asdict(r) for r in results],
+        "ratio_pods_per_second": ratio(results),
+    }

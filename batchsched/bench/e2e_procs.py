@@ -1,8 +1,9 @@
 """The schedulers under test as processes of their own, and what they cost in CPU.
 
 batchsched runs as `python -m batchsched.cli run` in a subprocess (optionally under cProfile),
-kube-scheduler through `scripts/control-plane.sh scheduler-up`, so each has its own process
-and competes for the same cores on equal terms. Both are ready when their /readyz says so
+kube-scheduler through `scripts/control-plane.sh scheduler-up` and scheduler-plugins'
+Coscheduling through `coscheduling-up`, so each has its own process and competes for the
+same cores on equal terms. Both are ready when their /readyz says so
 (informers synced), and both are read through the same /metrics histogram names.
 """
 
@@ -175,6 +176,43 @@ class KubeScheduler:
 
     async def stop(self) -> None:
         await asyncio.to_thread(self._plane.script, "scheduler-down")
+
+
+class Coscheduling(KubeScheduler):
+    """scheduler-plugins' kube-scheduler with Coscheduling (control-plane.sh coscheduling-up)."""
+
+    name = "coscheduling"
+    scheduler_name = "scheduler-plugins-scheduler"
+
+    async def start(self) -> None:
+        # The script returns once /healthz answers; its informers (PodGroups too) start first.
+        await asyncio.to_thread(self._plane.script, "install-coscheduling", timeout=3600.0)
+        await asyncio.to_thread(self._plane.script, "coscheduling-up")
+
+    def _url(self) -> str:
+        env = (self._state / "scheduler-plugins.env").read_text()
+        found = re.search(r"COSCHEDULING_PORT=(\d+)", env)
+        if found is None or found.group(1) == "0":
+            raise BenchError("scheduler-plugins serves no port (BATCHSCHED_COSCHEDULING_PORT=0)")
+        return f"https://127.0.0.1:{found.group(1)}"
+
+    def pid(self) -> int | None:
+        return self._plane.pid("scheduler-plugins")
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self._plane.script, "coscheduling-down")
+
+
+def make_scheduler(
+    name: str, plane: ControlPlane, run_dir: Path, profile: Path | None = None
+) -> SchedulerProcess:
+    """batchsched (its log in `run_dir`; under cProfile to `profile`), kube-scheduler or
+    coscheduling, on `plane`."""
+    if name == "batchsched":
+        return Batchsched(plane.kubeconfig, run_dir / "batchsched.log", profile)
+    if name == "coscheduling":
+        return Coscheduling(plane)
+    return KubeScheduler(plane)
 
 
 async def http_get(url: str, tls: ssl.SSLContext | None) -> str:

@@ -1,11 +1,11 @@
-"""What the end-to-end bench reports: per-scheduler figures, the machine, the table."""
+"""What the end-to-end bench reports: per-scheduler figures and the table (e2e.py)."""
 
 from __future__ import annotations
 
-import os
-import platform
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+
+from batchsched.bench import harness_report
+from batchsched.bench.harness_report import Machine, cell, cpu_table, machine_line, watch_cut_note
 
 
 @dataclass
@@ -32,49 +32,23 @@ class Measurement:
         return used / self.bound * 1e3 if used is not None and self.bound else None
 
 
-@dataclass
-class Machine:
-    cpus: int
-    cpu_model: str
-    python: str
-    kube: str
-    load_average: float  # 1-minute, at the start: other work on the box skews the figures
-
-
-def machine_info(kube: str) -> Machine:
-    model = "unknown cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    python = f"{platform.python_implementation()} {platform.python_version()}"
-    return Machine(os.cpu_count() or 0, model, python, kube, os.getloadavg()[0])
-
-
 def ratio(results: list[Measurement]) -> float | None:
     """batchsched's pods/s over kube-scheduler's, when both ran."""
-    rates = {r.scheduler: r.pods_per_second for r in results}
-    if "batchsched" not in rates or not rates.get("kube-scheduler"):
-        return None
-    return rates["batchsched"] / rates["kube-scheduler"]
+    return harness_report.ratio({r.scheduler: r.pods_per_second for r in results}, "kube-scheduler")
 
 
 def render(
     machine: Machine, results: list[Measurement], nodes: int, pods: int, concurrency: int
 ) -> str:
     lines = [
-        f"machine: {machine.cpus} cpus ({machine.cpu_model}), {machine.python}, "
-        f"kube {machine.kube}, load average {machine.load_average:.2f} at start",
+        machine_line(machine, load_at_end=False),
         f"workload: SchedulingBasic, {nodes} nodes (4 cpu, 32Gi, 110 pods), {pods} "
         f"pods (100m, 500Mi) per scheduler, {concurrency} creates in flight",
         "",
         *_throughput_table(results),
         "",
         f"CPU seconds used during each run ({machine.cpus} cpus: at most {machine.cpus} per s):",
-        *_cpu_table(results),
+        *cpu_table(((r.scheduler, r.cpu_seconds, r.scheduler_cpu_ms_per_pod) for r in results), 15),
         *_notes(results),
     ]
     value = ratio(results)
@@ -89,22 +63,12 @@ def _throughput_table(results: list[Measurement]) -> list[str]:
         f"{'p50 ms':>8} {'p99 ms':>8} {'algorithm ms':>13}"
     ]
     for r in results:
-        algorithm = _cell(r.algorithm_mean_ms, ".2f")
+        algorithm = cell(r.algorithm_mean_ms, ".2f")
         lines.append(
             f"{r.scheduler:<15} {f'{r.bound}/{r.pods}':>11} {r.seconds:8.2f} "
             f"{r.pods_per_second:8.1f} {r.creates_per_second:10.1f} {r.latency_p50_ms:8.0f} "
             f"{r.latency_p99_ms:8.0f} {algorithm:>13}"
         )
-    return lines
-
-
-def _cpu_table(results: list[Measurement]) -> list[str]:
-    columns = ("scheduler", "kube-apiserver", "etcd", "bench client", "other", "machine")
-    lines = [f"{'run':<15} " + " ".join(f"{c:>14}" for c in columns) + f" {'sched ms/pod':>13}"]
-    for r in results:
-        cells = [f"{_cell(r.cpu_seconds.get(c), '.2f'):>14}" for c in columns]
-        per_pod = _cell(r.scheduler_cpu_ms_per_pod, ".2f")
-        lines.append(f"{r.scheduler:<15} " + " ".join(cells) + f" {per_pod:>13}")
     return lines
 
 
@@ -117,15 +81,9 @@ def _notes(results: list[Measurement]) -> list[str]:
                 f"{r.pod_watch_retries} time(s) (see its log): no new pods reached it meanwhile"
             )
         if r.bench_watch_reconnects:
-            notes.append(
-                f"note: the bench's watch was cut {r.bench_watch_reconnects} time(s) in the "
-                f"{r.scheduler} run: its bound times may lag"
-            )
+            where = f"the {r.scheduler} run"
+            notes.append(watch_cut_note(r.bench_watch_reconnects, where, "bound times"))
     return ["", *notes] if notes else []
-
-
-def _cell(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def to_json(
