@@ -34,7 +34,6 @@ KNOWN_LONG_MODULES: frozenset[str] = frozenset(
 # "path::qualified.name" (a method is Class.method, a nested function outer.inner).
 KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset(
     {
-        "batchsched/bench/chaos_run.py::_run",
         "batchsched/bench/fuzz_objects.py::valid_pod",
         "batchsched/bench/fuzz_targets.py::_targets",
         "batchsched/bench/parse.py::api_pod",

@@ -141,6 +141,21 @@ async def soak(
                           started)  # fmt: skip
 
 
+@dataclass
+class _Parts:
+    """What one soak runs, once the proxy is up: the checker and its watch, the replicas,
+    the operator creating the gangs, the fault injector."""
+
+    opts: ChaosOptions
+    gangs: list[GangSpec]
+    checker: Checker
+    watch: CheckerWatch
+    audit: _AuditTail
+    replicas: Replicas
+    operator: Operator
+    injector: Injector
+
+
 async def _run(
     plane: ControlPlane,
     script_env: dict[str, str],
@@ -156,23 +171,17 @@ async def _run(
         raise BenchError("the chaos soak needs the control plane's state dir (its CA signs the "
                          "replicas' certificates): set BATCHSCHED_CP_DIR")  # fmt: skip
     files = run_dir / "replicas"
-    files.mkdir(exist_ok=True)
-    lease = opts.lease_duration_s
-    config = files / "scheduler.yaml"
-    config.write_text(leader_config_yaml(lease, lease * 2 / 3, lease * 2 / 15, LEASE_NAME))
-    quota = files / "quota.yaml"
-    quota.write_text(quota_yaml(opts.nodes))
+    replica_args = _replica_files(files, opts)
     proxy = ProxyProcess(server_of(plane.kubeconfig), run_dir / "proxy.log")
     await asyncio.to_thread(proxy.start)
     checker = Checker(slack_s=opts.slack_s, default_timeout_s=opts.schedule_timeout_s)
     trace = (run_dir / "pods.trace").open("w", buffering=1 << 16)
     watch = CheckerWatch(watch_api, checker, LEASE_NAMESPACE, LEASE_NAME, trace=trace)
-    audit = _AuditTail(audit_log, lease)
     replicas = Replicas(
         pki=plane.state_dir / "pki",
         out_dir=files,
         server=f"https://127.0.0.1:{proxy.port}",
-        extra_args=["--config", str(config), "--quota", str(quota), "--seed", str(opts.seed)],
+        extra_args=replica_args,
         lease_namespace=LEASE_NAMESPACE,
         lease_name=LEASE_NAME,
         log=opts.log,
@@ -181,31 +190,12 @@ async def _run(
     watch.pod_gone.append(operator.pod_gone)
     injector = Injector(
         api, plane, script_env, proxy, replicas, operator, checker,
-        lease_wait_s=3 * lease, seed=opts.seed, log=opts.log,
+        lease_wait_s=3 * opts.lease_duration_s, seed=opts.seed, log=opts.log,
     )  # fmt: skip
-    plan = plan_faults(opts.faults, opts.duration_s * 0.05, opts.duration_s * 0.75, opts.seed)
-    t0 = 0.0
+    audit = _AuditTail(audit_log, opts.lease_duration_s)
+    parts = _Parts(opts, gangs, checker, watch, audit, replicas, operator, injector)
     try:
-        async with asyncio.TaskGroup() as tasks:
-            watching = tasks.create_task(watch.run())
-            await watch.wait_synced()
-            await replicas.start()
-            t0 = time.time()
-            opts.log(f"t0: replicas ready; {len(plan)} faults planned")
-            background = [
-                watching,
-                tasks.create_task(replicas.run()),
-                tasks.create_task(operator.run(t0)),
-            ]
-            faults = tasks.create_task(injector.run(plan, t0))
-            await _until_done(opts, checker, audit, operator, faults, t0, injector)
-            faults.cancel()
-            background[1].cancel()  # no more replacements
-            await operator.stop()
-            await replicas.stop()  # they drain: what they post then is still watched
-            await asyncio.sleep(_SETTLE_S)
-            for task in background:
-                task.cancel()
+        t0 = await _drive(parts)
     finally:
         await operator.stop()
         await replicas.stop()
@@ -214,94 +204,103 @@ async def _run(
     end = time.time()
     audit.poll(final=True)
     checker.finish(end)
-    return _outcome(opts, gangs, checker, watch, audit, replicas, injector, operator, t0,
-                    end - started)  # fmt: skip
+    return _outcome(parts, t0, end - started)
 
 
-async def _until_done(
-    opts: ChaosOptions,
-    checker: Checker,
-    audit: _AuditTail,
-    operator: Operator,
-    faults: asyncio.Task[None],
-    t0: float,
-    injector: Injector,
-) -> None:
+def _replica_files(files: Path, opts: ChaosOptions) -> list[str]:
+    """The replicas' scheduler config (short Lease) and quota file, in `files`; their args."""
+    files.mkdir(exist_ok=True)
+    lease = opts.lease_duration_s
+    config = files / "scheduler.yaml"
+    config.write_text(leader_config_yaml(lease, lease * 2 / 3, lease * 2 / 15, LEASE_NAME))
+    quota = files / "quota.yaml"
+    quota.write_text(quota_yaml(opts.nodes))
+    return ["--config", str(config), "--quota", str(quota), "--seed", str(opts.seed)]
+
+
+async def _drive(p: _Parts) -> float:
+    """Replicas up, then the workload and the faults until every gang ended or the deadline
+    passed; the replicas drain at the end. Returns t0, when the replicas were ready."""
+    opts = p.opts
+    plan = plan_faults(opts.faults, opts.duration_s * 0.05, opts.duration_s * 0.75, opts.seed)
+    async with asyncio.TaskGroup() as tasks:
+        watching = tasks.create_task(p.watch.run())
+        await p.watch.wait_synced()
+        await p.replicas.start()
+        t0 = time.time()
+        opts.log(f"t0: replicas ready; {len(plan)} faults planned")
+        background = [
+            watching,
+            tasks.create_task(p.replicas.run()),
+            tasks.create_task(p.operator.run(t0)),
+        ]
+        faults = tasks.create_task(p.injector.run(plan, t0))
+        await _until_done(p, faults, t0)
+        faults.cancel()
+        background[1].cancel()  # no more replacements
+        await p.operator.stop()
+        await p.replicas.stop()  # they drain: what they post then is still watched
+        await asyncio.sleep(_SETTLE_S)
+        for task in background:
+            task.cancel()
+    return t0
+
+
+async def _until_done(p: _Parts, faults: asyncio.Task[None], t0: float) -> None:
+    opts, checker, operator = p.opts, p.checker, p.operator
     deadline = t0 + opts.duration_s + opts.drain_s
     last_report = time.time()
     while time.time() < deadline:
         await asyncio.sleep(_TICK_S)
         now = time.time()
         checker.tick(now)
-        audit.poll()
+        p.audit.poll()
         done = sum(1 for key in operator.by_key if checker.gang_done(checker.gangs[key]))
         if now - last_report >= opts.progress_every_s:
             last_report = now
-            _progress(opts, checker, audit, operator, injector, done, now - t0)
+            _progress(p, done, now - t0)
         if done == len(operator.by_key) and faults.done():
             return
     opts.log(f"deadline: {opts.duration_s + opts.drain_s:.0f}s after t0, not every gang ended")
 
 
-def _progress(
-    opts: ChaosOptions,
-    checker: Checker,
-    audit: _AuditTail,
-    operator: Operator,
-    injector: Injector,
-    done: int,
-    elapsed: float,
-) -> None:
-    pods = checker.pods.values()
-    bound = sum(1 for p in pods if p.node and p.phase not in ("Succeeded", "Failed"))
-    pending = sum(1 for p in pods if not p.node)
-    violations = checker.counts()
-    for _, kind, _ in audit.check.standby_writes:
+def _progress(p: _Parts, done: int, elapsed: float) -> None:
+    pods = p.checker.pods.values()
+    bound = sum(1 for pod in pods if pod.node and pod.phase not in ("Succeeded", "Failed"))
+    pending = sum(1 for pod in pods if not pod.node)
+    violations = p.checker.counts()
+    for _, kind, _ in p.audit.check.standby_writes:
         violations[kind] = violations.get(kind, 0) + 1
-    opts.log(
-        f"t={elapsed:.0f}s gangs ended {done}/{len(operator.by_key)} (created "
-        f"{len(operator.created)}), pods bound {bound} pending {pending}, faults "
-        f"{len(injector.records)}, violations {violations or 0}"
+    p.opts.log(
+        f"t={elapsed:.0f}s gangs ended {done}/{len(p.operator.by_key)} (created "
+        f"{len(p.operator.created)}), pods bound {bound} pending {pending}, faults "
+        f"{len(p.injector.records)}, violations {violations or 0}"
     )
 
 
-def _outcome(
-    opts: ChaosOptions,
-    gangs: list[GangSpec],
-    checker: Checker,
-    watch: CheckerWatch,
-    audit: _AuditTail,
-    replicas: Replicas,
-    injector: Injector,
-    operator: Operator,
-    t0: float,
-    wall: float,
-) -> Outcome:
-    records = injector.records
+def _outcome(p: _Parts, t0: float, wall: float) -> Outcome:
+    checker, audit, replicas, records = p.checker, p.audit, p.replicas, p.injector.records
     violations = with_evidence(checker.violations, audit.check if audit.path else None)
     if audit.path is not None:
         violations += audit_violations(audit.check, checker)
-    counts: dict[str, int] = {}
-    for v in violations:
-        counts[v.kind] = counts.get(v.kind, 0) + 1
-    may_fail = [g for g in gangs if g.fail_member is not None]
-    lease_s, binding_s = failovers(records, watch.leases, checker)
+    may_fail = [g for g in p.gangs if g.fail_member is not None]
+    lease_s, binding_s = failovers(records, p.watch.leases, checker)
     result = ChaosResult(
-        gangs_total=len(gangs),
+        gangs_total=len(p.gangs),
         gangs_completed=sum(
-            1 for g in gangs if g.fail_member is None and checker.gang_done(checker.gangs[g.key])
+            1 for g in p.gangs if g.fail_member is None and checker.gang_done(checker.gangs[g.key])
         ),
         gangs_expected_to_fail=len(may_fail),
         gangs_failed_as_planned=sum(1 for g in may_fail if checker.gang_done(checker.gangs[g.key])),
         pods_created=sum(len(v) for v in checker.names_seen.values()),
         faults=_count(r.kind for r in records if r.injected),
         faults_skipped=_count(r.kind for r in records if not r.injected),
-        violations=counts,
+        violations=_count(v.kind for v in violations),
         failover_lease_s=lease_s,
         failover_binding_s=binding_s,
         recovery_s=recoveries(records, checker),
         recreated_bound_s=recreated_bound(records, checker),
-        members_recreated=len(operator.recreated),
+        members_recreated=len(p.operator.recreated),
         replica_crashes=replicas.crashes(),
         apiserver_downtime_s=[r.downtime_s for r in records if r.downtime_s is not None],
         wall_s=wall,
@@ -312,7 +311,7 @@ def _outcome(
             1 for i in replicas.incarnations if i.how_ended.startswith("exited")
         ),
         scheduler_watch_expiries=replicas.watch_expiries(),
-        checker_relists=watch.relists(),
+        checker_relists=p.watch.relists(),
         preempted_victims=len(checker.preempted),
     )
     return Outcome(result, violations, t0)
