@@ -36,7 +36,6 @@ KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset(
     {
         "batchsched/bench/fuzz_objects.py::valid_pod",
         "batchsched/bench/fuzz_targets.py::_targets",
-        "batchsched/bench/parse.py::api_pod",
         "batchsched/runtime/app.py::App.__init__",
     }
 )

@@ -25,9 +25,45 @@ from batchsched.model.pod import parse_pod
 
 def api_pod(i: int) -> dict[str, object]:
     """A bound GPU training pod as `GET /api/v1/pods` returns it (server-set fields too)."""
-    name = f"train-{i // 8}-worker-{i % 8}"
     stamp = "2025-01-01T00:00:00Z"
-    container = {
+    return {"metadata": _metadata(i, stamp), "spec": _spec(i), "status": _status(stamp)}
+
+
+def _metadata(i: int, stamp: str) -> dict[str, object]:
+    job = f"train-{i // 8}"
+    return {
+        "name": f"{job}-worker-{i % 8}",
+        "namespace": "team-a",
+        "uid": f"0000-{i:08d}",
+        "resourceVersion": str(1000 + i),
+        "creationTimestamp": stamp,
+        "labels": {"app": "train", "job-name": job, "role": "worker"},
+        "annotations": {"scheduling.x-k8s.io/group": job},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "j"}],
+        "managedFields": [
+            {
+                "manager": "job-controller",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": stamp,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}, "f:role": {}}}},
+            },
+            {
+                "manager": "kubelet",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": stamp,
+                "fieldsType": "FieldsV1",
+                "subresource": "status",
+                "fieldsV1": {"f:status": {"f:conditions": {}, "f:phase": {}}},
+            },
+        ],
+    }
+
+
+def _container() -> dict[str, object]:
+    return {
         "name": "trainer",
         "image": "nvcr.io/nvidia/pytorch:24.05-py3",
         "command": ["torchrun", "--nproc-per-node=8", "train.py"],
@@ -44,102 +80,73 @@ def api_pod(i: int) -> dict[str, object]:
         "terminationMessagePolicy": "File",
         "imagePullPolicy": "IfNotPresent",
     }
+
+
+def _spec(i: int) -> dict[str, object]:
+    container = _container()
+    anti_affinity = {
+        "weight": 50,
+        "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {"job-name": f"train-{i // 8}"}},
+            "topologyKey": "kubernetes.io/hostname",
+        },
+    }
     return {
-        "metadata": {
-            "name": name,
-            "namespace": "team-a",
-            "uid": f"0000-{i:08d}",
-            "resourceVersion": str(1000 + i),
-            "creationTimestamp": stamp,
-            "labels": {"app": "train", "job-name": f"train-{i // 8}", "role": "worker"},
-            "annotations": {"scheduling.x-k8s.io/group": f"train-{i // 8}"},
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": f"train-{i // 8}", "uid": "j"}
-            ],
-            "managedFields": [
-                {
-                    "manager": "job-controller",
-                    "operation": "Update",
-                    "apiVersion": "v1",
-                    "time": stamp,
-                    "fieldsType": "FieldsV1",
-                    "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}, "f:role": {}}}},
-                },
-                {
-                    "manager": "kubelet",
-                    "operation": "Update",
-                    "apiVersion": "v1",
-                    "time": stamp,
-                    "fieldsType": "FieldsV1",
-                    "subresource": "status",
-                    "fieldsV1": {"f:status": {"f:conditions": {}, "f:phase": {}}},
-                },
-            ],
-        },
-        "spec": {
-            "containers": [container],
-            "initContainers": [dict(container, name="fetch", command=["fetch-data"])],
-            "volumes": [
-                {"name": "data", "persistentVolumeClaim": {"claimName": "dataset"}},
-                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
-            ],
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default",
-            "nodeName": f"gpu-node-{i % 500}",
-            "schedulerName": "gpu-scheduler",
-            "priority": 1000,
-            "priorityClassName": "training",
-            "preemptionPolicy": "PreemptLowerPriority",
-            "enableServiceLinks": True,
-            "securityContext": {},
-            "tolerations": [
-                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-            ],
-            "affinity": {
-                "podAntiAffinity": {
-                    "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "weight": 50,
-                            "podAffinityTerm": {
-                                "labelSelector": {"matchLabels": {"job-name": f"train-{i // 8}"}},
-                                "topologyKey": "kubernetes.io/hostname",
-                            },
-                        }
-                    ]
-                }
+        "containers": [container],
+        "initContainers": [dict(container, name="fetch", command=["fetch-data"])],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "dataset"}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+        ],
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "nodeName": f"gpu-node-{i % 500}",
+        "schedulerName": "gpu-scheduler",
+        "priority": 1000,
+        "priorityClassName": "training",
+        "preemptionPolicy": "PreemptLowerPriority",
+        "enableServiceLinks": True,
+        "securityContext": {},
+        "tolerations": [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
             },
+        ],
+        "affinity": {
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [anti_affinity]}
         },
-        "status": {
-            "phase": "Running",
-            "hostIP": "10.0.0.1",
-            "podIP": "10.1.0.1",
-            "startTime": stamp,
-            "qosClass": "Guaranteed",
-            "conditions": [
-                {"type": t, "status": "True", "lastTransitionTime": stamp}
-                for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
-            ],
-            "containerStatuses": [
-                {
-                    "name": "trainer",
-                    "ready": True,
-                    "restartCount": 0,
-                    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-                    "imageID": "sha256:abc",
-                    "containerID": "containerd://abc",
-                    "started": True,
-                    "state": {"running": {"startedAt": stamp}},
-                }
-            ],
-        },
+    }
+
+
+def _status(stamp: str) -> dict[str, object]:
+    return {
+        "phase": "Running",
+        "hostIP": "10.0.0.1",
+        "podIP": "10.1.0.1",
+        "startTime": stamp,
+        "qosClass": "Guaranteed",
+        "conditions": [
+            {"type": t, "status": "True", "lastTransitionTime": stamp}
+            for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+        ],
+        "containerStatuses": [
+            {
+                "name": "trainer",
+                "ready": True,
+                "restartCount": 0,
+                "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                "imageID": "sha256:abc",
+                "containerID": "containerd://abc",
+                "started": True,
+                "state": {"running": {"startedAt": stamp}},
+            }
+        ],
     }
 
 
