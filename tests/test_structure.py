@@ -35,7 +35,6 @@ KNOWN_LONG_MODULES: frozenset[str] = frozenset(
 KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset(
     {
         "batchsched/bench/fuzz_objects.py::valid_pod",
-        "batchsched/bench/fuzz_targets.py::_targets",
         "batchsched/runtime/app.py::App.__init__",
     }
 )

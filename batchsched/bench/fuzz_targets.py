@@ -314,6 +314,11 @@ def _kube(
 
 @cache
 def _targets() -> tuple[Target, ...]:
+    return (*_kube_targets(), *_annotation_targets(), *_config_targets())
+
+
+def _kube_targets() -> tuple[Target, ...]:
+    """The API objects the informers parse."""
     return (
         _kube("Pod", objects.valid_pod, lambda v: parse_pod(_object(v))),
         _kube("Node", objects.valid_node, _node),
@@ -329,6 +334,12 @@ def _targets() -> tuple[Target, ...]:
             lambda v: parse_disruption_budget(_object(v)),
         ),
         _kube("NodeResourceTopology", objects.valid_nrt, lambda v: parse_nrt(_object(v))),
+    )
+
+
+def _annotation_targets() -> tuple[Target, ...]:
+    """Quantities and the annotations batchsched reads off pods and nodes."""
+    return (
         Target(
             "quantity",
             _quantity_valid,
@@ -353,6 +364,12 @@ def _targets() -> tuple[Target, ...]:
             _node_annotations_mutated,
             _node_annotations,
         ),
+    )
+
+
+def _config_targets() -> tuple[Target, ...]:
+    """The quota file and the scheduler configuration, as YAML text and as mappings."""
+    return (
         _text_target("QuotaConfig", objects.valid_quota_document, _quota_text, QuotaConfigError),
         Target(
             "QuotaConfig-mapping",
