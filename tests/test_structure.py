@@ -34,7 +34,6 @@ KNOWN_LONG_MODULES: frozenset[str] = frozenset(
 # "path::qualified.name" (a method is Class.method, a nested function outer.inner).
 KNOWN_LONG_FUNCTIONS: frozenset[str] = frozenset(
     {
-        "batchsched/bench/fuzz_objects.py::valid_pod",
         "batchsched/runtime/app.py::App.__init__",
     }
 )

@@ -48,51 +48,16 @@ def _resources(rng: random.Random, gpus: bool) -> dict[str, Json]:
 
 def valid_pod(rng: random.Random) -> dict[str, Json]:
     gpus = rng.random() < 0.5
-    container: dict[str, Json] = {
-        "name": "main",
-        "image": rng.choice(("nvcr.io/nvidia/pytorch:24.05-py3", "busybox")),
-        "resources": {"requests": _resources(rng, gpus), "limits": _resources(rng, gpus)},
-        "ports": [{"containerPort": 8080, "hostPort": rng.choice((0, 8080)), "protocol": "TCP"}],
-    }
+    container = _pod_container(rng, gpus)
     meta = _meta(rng)
-    annotations: dict[str, Json] = {}
-    if rng.random() < 0.5:
-        annotations["batchsched.io/expected-runtime"] = rng.choice(("90m", "2h30m", "45s"))
-    if not gpus and rng.random() < 0.5:
-        annotations["batchsched.io/gpu-milli"] = str(rng.choice((1, 250, 500, 999)))
-    if rng.random() < 0.3:
-        annotations["batchsched.io/gpu-models"] = "NVIDIA-H100-80GB-HBM3|NVIDIA-A100-SXM4-80GB"
-    if rng.random() < 0.3:
-        annotations["batchsched.io/gpu-connectivity"] = rng.choice(("NVLink", "Socket"))
-    meta["annotations"] = annotations
+    meta["annotations"] = _pod_annotations(rng, gpus)
     spec: dict[str, Json] = {
         "schedulerName": "gpu-scheduler",
         "containers": [container],
         "priority": rng.choice((0, 1000, -5)),
         "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "nodeSelector": {"nvidia.com/gpu.present": "true"},
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
-                    ]
-                },
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 10,
-                        "preference": {
-                            "matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["3"]}]
-                        },
-                    }
-                ],
-            },
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": {"app": "train"}}, "topologyKey": "host"}
-                ]
-            },
-        },
+        "affinity": _pod_affinity(),
         "topologySpreadConstraints": [
             {
                 "maxSkew": 1,
@@ -116,6 +81,48 @@ def valid_pod(rng: random.Random) -> dict[str, Json]:
         "metadata": meta,
         "spec": spec,
         "status": {"phase": rng.choice(("Pending", "Running")), "startTime": _STAMP},
+    }
+
+
+def _pod_container(rng: random.Random, gpus: bool) -> dict[str, Json]:
+    return {
+        "name": "main",
+        "image": rng.choice(("nvcr.io/nvidia/pytorch:24.05-py3", "busybox")),
+        "resources": {"requests": _resources(rng, gpus), "limits": _resources(rng, gpus)},
+        "ports": [{"containerPort": 8080, "hostPort": rng.choice((0, 8080)), "protocol": "TCP"}],
+    }
+
+
+def _pod_annotations(rng: random.Random, gpus: bool) -> dict[str, Json]:
+    annotations: dict[str, Json] = {}
+    if rng.random() < 0.5:
+        annotations["batchsched.io/expected-runtime"] = rng.choice(("90m", "2h30m", "45s"))
+    if not gpus and rng.random() < 0.5:
+        annotations["batchsched.io/gpu-milli"] = str(rng.choice((1, 250, 500, 999)))
+    if rng.random() < 0.3:
+        annotations["batchsched.io/gpu-models"] = "NVIDIA-H100-80GB-HBM3|NVIDIA-A100-SXM4-80GB"
+    if rng.random() < 0.3:
+        annotations["batchsched.io/gpu-connectivity"] = rng.choice(("NVLink", "Socket"))
+    return annotations
+
+
+def _pod_affinity() -> dict[str, Json]:
+    """Required and preferred node affinity and a required pod anti-affinity (a new object
+    each time: the mutators change what they are given)."""
+    zone_a: Json = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    newer: Json = {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["3"]}]}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [zone_a]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 10, "preference": newer}
+            ],
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "train"}}, "topologyKey": "host"}
+            ]
+        },
     }
 
 
