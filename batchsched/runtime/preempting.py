@@ -33,9 +33,8 @@ from typing import Final, Protocol
 
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView
-from batchsched.kube.eviction import EvictionOutcome, EvictionResult
 from batchsched.model.pod import PodView
-from batchsched.preemption.execution import Answer, Execution, Refusals, eviction_order
+from batchsched.preemption.execution import Execution, Refusals, eviction_order
 from batchsched.preemption.model import (
     BudgetExcess,
     DisruptionBudget,
@@ -46,6 +45,7 @@ from batchsched.preemption.model import (
 )
 from batchsched.preemption.planner import plan_preemption
 from batchsched.runtime.live import Live
+from batchsched.runtime.preemption_evictions import Evictions, Evictor
 from batchsched.runtime.preemption_flight import InFlight, placeholders
 from batchsched.runtime.preemption_inputs import any_lower, live_request
 from batchsched.snapshot import Snapshot
@@ -56,16 +56,6 @@ HOLD_TIMEOUT_S: Final = 300.0
 NEVER: Final = "Never"
 
 Planner = Callable[[PreemptionRequest, Snapshot, ProfileRunner], PreemptionPlan | NoPlan]
-ANSWERS: Final = {
-    EvictionOutcome.EVICTED: Answer.ACCEPTED,
-    EvictionOutcome.GONE: Answer.GONE,
-    EvictionOutcome.REFUSED: Answer.REFUSED,
-    EvictionOutcome.FAILED: Answer.FAILED,
-}
-
-
-class Evictor(Protocol):
-    async def evict(self, namespace: str, name: str, uid: str) -> EvictionResult: ...
 
 
 class Nominator(Protocol):
@@ -85,16 +75,28 @@ class Preempting:
         hold_timeout_s: float = HOLD_TIMEOUT_S,
     ) -> None:
         self.s = live
-        self.evictor = evictor
         self.nominator = nominator
         self.min_runtime_s = min_runtime_s
         self.budgets = budgets
         self.planner = planner
         self.hold_timeout_s = hold_timeout_s
         self.flights: dict[str, InFlight] = {}
-        self.executing: list[InFlight] = []  # plans with evictions left, held or not
         self.refusals = Refusals()
+        self.evictions = Evictions(live, evictor, self.refusals.forget, self._refused)
         self._by_pod: dict[str, str] = {}  # preemptor uid -> its flight's key
+
+    @property
+    def executing(self) -> list[InFlight]:
+        """Plans with evictions left, held or not."""
+        return self.evictions.executing
+
+    @property
+    def evictor(self) -> Evictor:
+        return self.evictions.evictor
+
+    @evictor.setter
+    def evictor(self, evictor: Evictor) -> None:
+        self.evictions.evictor = evictor
 
     # Holds
 
@@ -209,7 +211,6 @@ class Preempting:
             Execution(eviction_order(victims, budgets), now + self.hold_timeout_s),
         )
         self.flights[key] = flight
-        self.executing.append(flight)
         for pod in pods:
             self._by_pod[pod.uid] = key
         flight.hold(s.cache.snapshot)
@@ -227,73 +228,7 @@ class Preempting:
                 s.spawn(self.nominator.set_nominated_node(pod, node))
         regarding = flight.regarding()
         s.spawn(s.events.record(regarding, "Normal", "Preempting", "Preempting", plan.describe()))
-        s.spawn(self._evict(flight))
-
-    # Executing a plan (the rules: preemption/execution.py)
-
-    async def _evict(self, flight: InFlight) -> None:
-        """Evict the victims that are due, one at a time (one such task per plan)."""
-        if flight.evicting:
-            return
-        flight.evicting = True
-        execution = flight.execution
-        try:
-            while (victim := execution.next_victim(self.s.clock.now())) is not None:
-                if self.s.cache.snapshot.node_of(victim.uid) is None:
-                    execution.went([victim.uid])  # deleted meanwhile: nothing to evict
-                    continue
-                if await self._announce(flight, victim):
-                    result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
-                else:
-                    result = EvictionResult(EvictionOutcome.FAILED, "its Preempted Event failed")
-                self._answered(flight, victim, result)
-        finally:
-            flight.evicting = False
-            if execution.finished and flight in self.executing:
-                self.executing.remove(flight)
-                if execution.given_up:
-                    logger.warning(
-                        "preemption incomplete key=%s victims_left=%d",
-                        flight.key,
-                        len(execution.given_up),
-                    )
-
-    async def _announce(self, flight: InFlight, victim: PodView) -> bool:
-        """The victim's `Preempted` Event, posted before its eviction is asked for (False:
-        it was not, so no eviction yet): never an unexplained eviction."""
-        if victim.uid not in flight.announced:
-            note = flight.victim_note(victim)
-            posted = await self.s.events.record(victim, "Normal", "Preempted", "Preempting", note)
-            if posted is False:
-                return False
-            flight.announced.add(victim.uid)
-        return True
-
-    def _answered(self, flight: InFlight, victim: PodView, result: EvictionResult) -> None:
-        s = self.s
-        execution = flight.execution
-        first = not execution.started
-        answer = ANSWERS[result.outcome]
-        retry_s = execution.answered(victim, answer, s.clock.now())
-        if answer is Answer.ACCEPTED:
-            if first:
-                self.refusals.forget(flight.key)  # a plan started: its backoff starts over
-        elif answer is Answer.GONE:
-            logger.debug("victim gone before its eviction key=%s victim=%s", flight.key, victim.key)
-        elif execution.ended:
-            self._refused(flight, victim, result.message)
-        elif retry_s is None:
-            note = f"{flight.who()} gave up evicting it: {result.message}"
-            s.spawn(s.events.record(victim, "Warning", "PreemptionIncomplete", "Preempting", note))
-        else:
-            logger.info(
-                "eviction to retry key=%s victim=%s outcome=%s retry_s=%g message=%s",
-                flight.key,
-                victim.key,
-                result.outcome.value,
-                retry_s,
-                result.message,
-            )
+        self.evictions.start(flight)
 
     def _refused(self, flight: InFlight, victim: PodView, message: str) -> None:
         """The first eviction was refused (a budget changed since the plan was checked):
@@ -363,14 +298,7 @@ class Preempting:
             self.release(key, f"its victims did not terminate within {self.hold_timeout_s:g}s")
         for refusal in self.refusals.ended(now):
             self.s.queue.activate(refusal.uids)
-        for flight in list(self.executing):
-            if flight.evicting:
-                continue
-            due = flight.execution.next_retry()
-            if flight.execution.finished:
-                self.executing.remove(flight)
-            elif due is not None and due <= now:
-                self.s.spawn(self._evict(flight))
+        self.evictions.retry_due(now)
 
     def victim_gone(self, pod: PodView) -> None:
         """A counted pod went: when it was the last victim of a plan, its preemptors are
