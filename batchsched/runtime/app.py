@@ -140,6 +140,33 @@ class App:
             seed=options.seed,
             gangs=self.gangs,
         )
+        self._init_informers(api)
+        self._init_topology(api)
+        self._init_preemption(api, pod_status)
+        self.elector = self._init_leader_election(config, api, clock)
+        self.quotas = Quotas(
+            api,
+            clock,
+            config,
+            (options.quota, options.quota_configmap, options.quota_poll_interval),
+            self.scheduler,
+            self.queue,
+            self.cache,
+            lambda path, body: merge_patch(api, path, body),
+        )
+        self.housekeeping = Housekeeping(
+            self.scheduler,
+            self.group_status,
+            self.preempting,
+            self.preemption_notes,
+            self.quotas,
+            self.pod_events,
+            leading=self.leading,
+            synced=lambda: all(i.synced.is_set() for i in self.required),
+        )
+
+    def _init_informers(self, api: ApiClient) -> None:
+        """Nodes, Pods and PriorityClasses (required), and PodGroups (optional)."""
         self.priority_classes = PriorityClassEvents()
         self.topology_events = TopologyEvents(self.cache, self.queue)
         self.invalid = InvalidObjects(
@@ -184,42 +211,27 @@ class App:
         # pods (the PodGroup informer keeps retrying, gang members wait with an Event).
         self.required: list[Watching] = [nodes, pods, classes]
         self.informers: list[Watching] = [*self.required, groups]
-        self._init_topology(api)
-        self._init_preemption(api, pod_status)
+
+    def _init_leader_election(
+        self, config: SchedulerConfig, api: ApiClient, clock: SystemClock
+    ) -> LeaderElector | None:
+        """The Lease, and the write fence on every request this client makes."""
         elect = config.leader_election.leader_elect
-        if options.leader_elect is not None:
-            elect = options.leader_elect
-        self.elector: LeaderElector | None = None
-        if elect:
-            settings = LeaderElectionConfig.from_settings(config.leader_election, options.identity)
-            self.elector = LeaderElector(
-                api,
-                settings,
-                clock=clock,
-                metrics=self.metrics,
-                renew_client=lambda: ApiClient(api.configuration),
-            )
-            fence_writes(api, self.write_window)
-        self.quotas = Quotas(
+        if self.options.leader_elect is not None:
+            elect = self.options.leader_elect
+        if not elect:
+            return None
+        identity = self.options.identity
+        settings = LeaderElectionConfig.from_settings(config.leader_election, identity)
+        elector = LeaderElector(
             api,
-            clock,
-            config,
-            (options.quota, options.quota_configmap, options.quota_poll_interval),
-            self.scheduler,
-            self.queue,
-            self.cache,
-            lambda path, body: merge_patch(api, path, body),
+            settings,
+            clock=clock,
+            metrics=self.metrics,
+            renew_client=lambda: ApiClient(api.configuration),
         )
-        self.housekeeping = Housekeeping(
-            self.scheduler,
-            self.group_status,
-            self.preempting,
-            self.preemption_notes,
-            self.quotas,
-            self.pod_events,
-            leading=self.leading,
-            synced=lambda: all(i.synced.is_set() for i in self.required),
-        )
+        fence_writes(api, self.write_window)
+        return elector
 
     # Tenant quotas (runtime/app_quotas.py): the policy in force and its subscribers.
 
