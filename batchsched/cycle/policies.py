@@ -55,3 +55,25 @@ class Handle(Protocol):
     def runner_for(self, pod: PodView) -> ProfileRunner: ...
 
     def waiting(self) -> Mapping[str, Sequence[Reservation]]: ...
+
+
+class SnapshotHandle:
+    """A handle for drivers without tenant queues, backfill or waiting gangs (the simulator):
+    one runner for every pod, so its rotating start index carries from cycle to cycle."""
+
+    admission: Admission | None = None
+    holds: Holds | None = None
+
+    def __init__(self, snapshot: Snapshot, runner: ProfileRunner) -> None:
+        self._snapshot = snapshot
+        self._runner = runner
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def runner_for(self, pod: PodView) -> ProfileRunner:
+        return self._runner
+
+    def waiting(self) -> Mapping[str, Sequence[Reservation]]:
+        return {}

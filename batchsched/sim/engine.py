@@ -3,8 +3,8 @@
 Events are arrivals and departures on a heap ordered by time; at one instant departures go
 first (their capacity is free for the pods arriving then), then arrivals in input order. After
 each instant's events, one scheduling pass pops the active queue in the profile's QueueSort
-order and runs one `ProfileRunner.schedule_one` cycle per pod on the shared `Snapshot`, exactly
-as the live scheduling loop does. A pod that does not fit waits in the unschedulable pool until a
+order and runs one workload cycle per pod (`schedule_workload`, the live loop's) on the shared
+`Snapshot`. A pod that does not fit waits in the unschedulable pool until a
 departure frees a node it might fit on (kube-scheduler's queueing hint for NodeResourcesFit);
 the simulator has no periodic flush of that pool, since nothing but departures changes the
 cluster. A bound pod leaves `runtime` seconds later. Permit's "wait" counts as allowed: the
@@ -30,6 +30,9 @@ import heapq
 from collections.abc import Callable, Hashable, Sequence
 from typing import Final, Protocol
 
+from batchsched.cycle.cycle import schedule_workload
+from batchsched.cycle.policies import SnapshotHandle
+from batchsched.cycle.workload import Workload, pod_key
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner, ScheduleResult
@@ -75,6 +78,7 @@ class Simulator:
         scores_all = profile.percentage_of_nodes_to_score == 100
         cycle_profile = with_candidates(profile) if decisions_only and scores_all else profile
         self.runner = ProfileRunner(cycle_profile, seed)
+        self._handle = SnapshotHandle(snapshot, self.runner)
         self.observer = observer
         self.progress = progress
         # Aggregating kube-scheduler's failure message costs a pass over every node's status:
@@ -165,7 +169,10 @@ class Simulator:
                 self.known_unfit += 1
                 self._park(queued, now)
                 continue
-            result = self.runner.schedule_one(queued.pod, self.snapshot)
+            pod = queued.pod
+            result = schedule_workload(self._handle, Workload(pod_key(pod), (pod,))).results[
+                pod.uid
+            ]
             self.attempts += 1
             if key is not None and unfit is not None and result.failure is not None:
                 unfit.add(key)  # no node passed its filters: nothing else failed
