@@ -4,6 +4,7 @@
 - `Wait`: a gang's members that exist fit and are reserved; they wait at Permit for the rest.
 - `Reject`: nothing of the workload is placed; `why` says which kind of "no" it is, so the
   driver knows whether preemption may help and what to count.
+- `Preempt`: PostFilter's answer after an `unschedulable` Reject: victims to evict, or why not.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from batchsched.backfill import Running
 from batchsched.framework.runner import ScheduleResult
 from batchsched.gang.core import Reservation
 from batchsched.model.pod import PodView
+from batchsched.preemption.model import BudgetExcess, DisruptionBudget, PreemptionPlan
 
 
 class Why(Enum):
@@ -51,3 +53,18 @@ class Reject:
 
 
 Decision = Bind | Wait | Reject
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """PostFilter's answer for a workload that does not fit (decided on the snapshot by
+    runtime/preempting.py `Preempting.decide`, carried out by `Preempting.act`): a plan to
+    start, a plan some PodDisruptionBudget does not allow (`exceeded`: nothing is evicted),
+    or only a note for the user ("" when no pod could be a victim)."""
+
+    note: str = ""
+    plan: PreemptionPlan | None = None
+    budgets: tuple[DisruptionBudget, ...] = ()
+    exceeded: tuple[BudgetExcess, ...] = ()
+    attempted: bool = False  # the planner ran
+    replaces: bool = False  # the workload's last plan ended, every victim gone: drop it

@@ -240,7 +240,8 @@ class Effects:
         live = self.live
         if live.preempting is None:
             return message
-        preemption = live.preempting.post_filter(key, pods, group, runner)
+        decision = live.preempting.decide(key, pods, group, runner)  # pure: Preempt
+        preemption = live.preempting.act(key, pods, group, decision)
         if live.backfill is not None and live.preempting_now(key):
             live.backfill.unblock(key)  # its capacity is held while the victims go
         return f"{message}; {preemption}" if preemption else message

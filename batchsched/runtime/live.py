@@ -16,6 +16,7 @@ from typing import Protocol
 
 from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
+from batchsched.cycle.decision import Preempt
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView
@@ -51,12 +52,16 @@ class PostFilter(Protocol):
 
     def lifted(self, key: str, priority: int) -> contextlib.AbstractContextManager[None]: ...
 
-    def post_filter(
+    def decide(
         self,
         key: str,
         pods: Sequence[PodView],
         group: PodGroupView | None,
         runner: ProfileRunner,
+    ) -> Preempt: ...
+
+    def act(
+        self, key: str, pods: Sequence[PodView], group: PodGroupView | None, decision: Preempt
     ) -> str: ...
 
     def placed(self, key: str) -> None: ...

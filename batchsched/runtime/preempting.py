@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
 
+from batchsched.cycle.decision import Preempt
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
@@ -123,51 +124,70 @@ class Preempting:
         runner: ProfileRunner,
     ) -> str:
         """A pod (or a complete gang: `pods` are its members still to place) did not fit:
-        preempt for it, unless it is preempting already. Returns what to tell the user: ""
-        when no pod could be a victim (none of lower priority, nothing to reclaim), so the
-        common case costs no planner run and changes no message."""
-        snapshot = self.s.cache.snapshot
-        flight = self.flights.get(key)
-        if flight is not None:
-            if flight.terminated(snapshot) < len(flight.plan.victim_pods()):
-                return f"preemption: {flight.progress(snapshot)}"
-            self._drop(key)  # every victim gone and it still does not fit: replan
-            logger.info("preemption plan no longer valid key=%s; replanning", key)
-        message = self._preempt(key, pods, group, runner)
-        if flight is not None and key not in self.flights:
-            self._clear_nominations(flight)  # no new plan nominates it
-        return message
+        decide, then act. Returns what to tell the user: "" when no pod could be a victim
+        (none of lower priority, nothing to reclaim), so the common case costs no planner run
+        and changes no message."""
+        return self.act(key, pods, group, self.decide(key, pods, group, runner))
 
-    def _preempt(
+    def decide(
         self,
         key: str,
         pods: Sequence[PodView],
         group: PodGroupView | None,
         runner: ProfileRunner,
-    ) -> str:
+    ) -> Preempt:
+        """PostFilter's decision, on the snapshot as it is: reads only (the plan in flight,
+        a refusal's backoff, the tenants' guarantees, the budgets), changes nothing."""
         s = self.s
+        snapshot = s.cache.snapshot
+        flight = self.flights.get(key)
+        replaces = False
+        if flight is not None:
+            if flight.terminated(snapshot) < len(flight.plan.victim_pods()):
+                return Preempt(f"preemption: {flight.progress(snapshot)}")
+            replaces = True  # every victim gone and it still does not fit: replan
         refusal = self.refusals.waiting(key, s.clock.now())
         if refusal is not None:  # not planned again before its backoff ends
-            return f"{refusal.reason}; nothing evicted, planning again in {refusal.wait_s:g}s"
+            note = f"{refusal.reason}; nothing evicted, planning again in {refusal.wait_s:g}s"
+            return Preempt(note, replaces=replaces)
         reclaimable = s.tenants.reclaimable(pods) if s.tenants is not None else None
-        if not reclaimable and not any_lower(s.cache.snapshot, max(p.priority for p in pods)):
-            return ""
+        if not reclaimable and not any_lower(snapshot, max(p.priority for p in pods)):
+            return Preempt(replaces=replaces)
         if any(p.preemption_policy == NEVER for p in pods):
-            return "preemption: not attempted, preemptionPolicy is Never"
-        s.metrics.preemption_attempts.inc()
+            note = "preemption: not attempted, preemptionPolicy is Never"
+            return Preempt(note, replaces=replaces)
         budgets = tuple(self.budgets())
         request = live_request(
             s, pods, group, reclaimable or frozenset(), self.min_runtime_s, budgets
         )
-        answer = self.planner(request, s.cache.snapshot, runner)
+        answer = self.planner(request, snapshot, runner)
         if isinstance(answer, NoPlan):
-            logger.debug("no preemption plan key=%s reason=%s", key, answer.reason)
-            return f"preemption: {answer.reason}"
-        exceeded = budgets_exceeded(answer.victim_pods(), budgets)
-        if exceeded:
-            return self._not_started(key, pods, answer, exceeded)
-        self._start(key, pods, group, answer, budgets)
-        return f"preemption: {answer.describe()}"
+            return Preempt(f"preemption: {answer.reason}", attempted=True, replaces=replaces)
+        exceeded = tuple(budgets_exceeded(answer.victim_pods(), budgets))
+        return Preempt("", answer, budgets, exceeded, attempted=True, replaces=replaces)
+
+    def act(
+        self, key: str, pods: Sequence[PodView], group: PodGroupView | None, decision: Preempt
+    ) -> str:
+        """Carry out `decide`'s answer: drop the plan it replaces, start the new one (hold,
+        nominate, announce, evict) or record a budget's refusal. What to tell the user."""
+        old = self._drop(key) if decision.replaces else None
+        if old is not None:
+            logger.info("preemption plan no longer valid key=%s; replanning", key)
+        if decision.attempted:
+            self.s.metrics.preemption_attempts.inc()
+        plan = decision.plan
+        message = decision.note
+        if plan is None and decision.attempted:
+            logger.debug("no preemption plan key=%s reason=%s", key, decision.note)
+        elif plan is not None and decision.exceeded:
+            message = self._not_started(key, pods, plan, decision.exceeded)
+        elif plan is not None:
+            self._start(key, pods, group, plan, decision.budgets)
+            message = f"preemption: {plan.describe()}"
+        if old is not None and key not in self.flights:
+            self._clear_nominations(old)  # no new plan nominates it
+        return message
 
     def _not_started(
         self,
