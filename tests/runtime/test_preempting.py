@@ -991,3 +991,51 @@ async def test_a_pod_placed_but_not_yet_seen_bound_is_no_victim() -> None:
     w.pods.on_update(fresh.view(), make_pod("fresh").gpus(8).cpu("1").node("n1").view())
     await w.try_again(high("p"))
     assert w.evictions.evicted == ["default/fresh"]
+
+
+# Decide, then act
+
+
+async def test_deciding_a_preemption_changes_nothing_and_acting_on_it_starts_the_plan() -> None:
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    full_node(w, victims)
+    pod = high("p")
+    runner = w.scheduler.runner_for(pod)
+    counted = [sorted(i.pods) for i in w.scheduler.cache.snapshot.nodes]
+
+    decision = w.preempting.decide("pod:default/p", [pod], None, runner)
+    assert decision.plan is not None and decision.attempted and not decision.exceeded
+    assert [v.name for v in decision.plan.victim_pods()] == ["v1", "v2"]
+    assert w.preempting.flights == {} and w.preempting.executing == []
+    assert [sorted(i.pods) for i in w.scheduler.cache.snapshot.nodes] == counted
+    assert w.scheduler.metrics.preemption_attempts._value.get() == 0
+
+    message = w.preempting.act("pod:default/p", [pod], None, decision)
+    await w.scheduler.drain()
+    assert message.startswith("preemption: preempting pod default/v1")
+    assert list(w.preempting.flights) == ["pod:default/p"] and w.held_on("n1") == ["p"]
+    assert w.evictions.evicted == ["default/v1", "default/v2"]
+    assert w.scheduler.metrics.preemption_attempts._value.get() == 1
+
+
+async def test_a_plan_whose_victims_all_went_is_dropped_when_acted_on_not_when_decided() -> None:
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    first = w.preempting.flights["pod:default/p"]
+    for victim in victims:
+        w.pods.on_delete(victim)
+    pod = high("p")
+    runner = w.scheduler.runner_for(pod)
+
+    decision = w.preempting.decide("pod:default/p", [pod], None, runner)
+    assert decision.replaces and w.preempting.flights["pod:default/p"] is first
+
+    assert decision.plan is None  # nothing of lower priority is left to evict
+    w.preempting.act("pod:default/p", [pod], None, decision)
+    await w.scheduler.drain()
+    assert w.preempting.flights == {} and w.held_on("n1") == []
+    assert w.nominations.written[-1] == ("default/p", None)  # its nomination is cleared
