@@ -49,7 +49,7 @@ from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.runtime.app_housekeeping import Housekeeping
 from batchsched.runtime.app_invalid import InvalidObjects
-from batchsched.runtime.app_quotas import Quotas
+from batchsched.runtime.app_quotas import Patch, QuotaFile, Quotas
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import (
     NodeEvents,
@@ -63,6 +63,7 @@ from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.quota_reload import QuotaReloader
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.server import serve
+from batchsched.runtime.tenant_wiring import tenant_queues
 from gpu.nrt import parse_nrt
 from queues.model import QuotaPolicy
 
@@ -129,31 +130,38 @@ class App:
         attach_group_ages(profiles, self.gangs)
         self.group_status = PodGroupStatusWriter(api)
         pod_status = PodStatusWriter(api)
+        events = EventRecorder(api)
+        self.quota_file = QuotaFile(
+            api,
+            clock,
+            config,
+            (options.quota, options.quota_configmap, options.quota_poll_interval),
+            events,
+            self.metrics,
+        )
+        tenants = tenant_queues(
+            profiles, self.cache, self.queue, clock, self.metrics, self.quota_file.policy
+        )
+        self.quota_file.on_change.append(tenants.changed)
         self.scheduler = Scheduler(
             profiles,
             self.cache,
             self.queue,
             pod_status,
-            EventRecorder(api),
+            events,
             self.metrics,
             clock,
             seed=options.seed,
             gangs=self.gangs,
+            tenants=tenants.layer,
+            backfill=tenants.backfill,
         )
         self._init_informers(api)
         self._init_topology(api)
         self._init_preemption(api, pod_status)
         self.elector = self._init_leader_election(config, api, clock)
-        self.quotas = Quotas(
-            api,
-            clock,
-            config,
-            (options.quota, options.quota_configmap, options.quota_poll_interval),
-            self.scheduler,
-            self.queue,
-            self.cache,
-            lambda path, body: merge_patch(api, path, body),
-        )
+        patch: Patch = lambda path, body: merge_patch(api, path, body)  # noqa: E731
+        self.quotas = Quotas(self.quota_file, self.scheduler, clock, patch)
         self.housekeeping = Housekeeping(
             self.scheduler,
             self.group_status,
@@ -237,15 +245,15 @@ class App:
 
     @property
     def quota_policy(self) -> QuotaPolicy:
-        return self.quotas.policy
+        return self.quota_file.policy
 
     @property
     def on_quota_change(self) -> list[Callable[[QuotaPolicy], None]]:
-        return self.quotas.on_change
+        return self.quota_file.on_change
 
     @property
     def quota_reloader(self) -> QuotaReloader | None:
-        return self.quotas.reloader
+        return self.quota_file.reloader
 
     # Preemption (runtime/preempting.py): PodDisruptionBudgets, the Eviction API, and the
     # note on each preempting gang's PodGroup. Budgets are optional like PodGroups: the

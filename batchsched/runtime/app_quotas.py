@@ -10,11 +10,10 @@ from pathlib import Path
 
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
 from batchsched.config import SchedulerConfig
 from batchsched.metrics import SchedulerMetrics
-from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.live import Recorder
 from batchsched.runtime.quota_reload import (
     QuotaReloader,
     configmap_ref,
@@ -23,7 +22,7 @@ from batchsched.runtime.quota_reload import (
     uid_resolver,
 )
 from batchsched.runtime.scheduler import Scheduler
-from batchsched.runtime.tenant_wiring import EstimatePublisher, attach_tenants, estimates_of
+from batchsched.runtime.tenant_wiring import EstimatePublisher, estimates_of
 from queues.model import QuotaPolicy, single_tenant_policy
 
 logger = logging.getLogger(__name__)
@@ -31,20 +30,21 @@ logger = logging.getLogger(__name__)
 Patch = Callable[[str, Mapping[str, object]], Awaitable[object]]
 
 
-class Quotas:
+class QuotaFile:
+    """The quota file in force (read before the scheduler is built: its tenant queues need
+    it), its reload, and its subscribers."""
+
     def __init__(
         self,
         api: ApiClient,
         clock: Clock,
         config: SchedulerConfig,
         file: tuple[Path | None, str | None, float],  # --quota, --quota-configmap, poll (s)
-        scheduler: Scheduler,
-        queue: SchedulingQueue,
-        cache: SchedulerCache,
-        patch: Patch,
+        events: Recorder,
+        metrics: SchedulerMetrics,
     ) -> None:
-        self.scheduler = scheduler
-        self.metrics: SchedulerMetrics = scheduler.metrics
+        self.events = events
+        self.metrics = metrics
         self.on_change: list[Callable[[QuotaPolicy], None]] = []
         self.policy: QuotaPolicy = single_tenant_policy()
         self.reloader: QuotaReloader | None = None
@@ -52,8 +52,6 @@ class Quotas:
         if path is not None:
             self.reloader = self._reloader(api, clock, config, path, configmap, interval)
             self.policy = self.reloader.load_initial()  # QuotaConfigError: nothing to keep
-        self.on_change.append(attach_tenants(scheduler, queue, cache, self.policy))
-        self.estimates = EstimatePublisher(estimates_of(scheduler), clock, patch)
 
     def _reloader(
         self,
@@ -73,7 +71,7 @@ class Quotas:
         return QuotaReloader(
             path,
             on_change=self.changed,
-            recorder=self.scheduler.events,
+            recorder=self.events,
             regarding=regarding,
             metrics=self.metrics,
             clock=clock,
@@ -89,23 +87,28 @@ class Quotas:
             except Exception:  # one subscriber's bug must not keep the policy from the others
                 logger.exception("quota subscriber failed subscriber=%r", subscriber)
 
+
+class Quotas:
+    """What the tenant queues do each housekeeping round: the estimated starts written to
+    PodGroups, and the warning when guarantees exceed what the nodes offer."""
+
+    def __init__(self, file: QuotaFile, scheduler: Scheduler, clock: Clock, patch: Patch) -> None:
+        self.file = file
+        self.scheduler = scheduler
+        self.estimates = EstimatePublisher(estimates_of(scheduler), clock, patch)
+
     def warn_capacity(self) -> None:
         """Guarantees above what the nodes offer: a WARNING line and an Event, once each
         (call once the node informer has synced)."""
         tenants = self.scheduler.tenants
         if tenants is None:
             return
+        reloader = self.file.reloader
         for warning in tenants.capacity_warnings():
-            if self.reloader is not None:
-                self.scheduler.spawn(
-                    self.scheduler.events.record(
-                        self.reloader.regarding,
-                        "Warning",
-                        "GuaranteeExceedsCapacity",
-                        "Checking",
-                        warning,
-                    )
+            if reloader is not None:
+                self.scheduler.live.record(
+                    reloader.regarding, "Warning", "GuaranteeExceedsCapacity", "Checking", warning
                 )
 
     async def publish_estimates(self) -> None:
-        self.metrics.backfill_reservations.set(await self.estimates.publish())
+        self.scheduler.metrics.backfill_reservations.set(await self.estimates.publish())

@@ -28,6 +28,7 @@ from batchsched.framework.status import is_ok
 from batchsched.gang.podgroup import pod_group_of
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
+from batchsched.plugins.backfill_reservations import attach_reservation_guard
 from batchsched.runtime.backfill_waits import BackfillWaits
 from batchsched.runtime.binding import Binding
 from batchsched.runtime.effects import Effects
@@ -80,6 +81,8 @@ class Scheduler:
         self.gang_waits = GangWaits(self.live)
         self.binding = Binding(self.live, bind_concurrency)
         self.effects = Effects(self.live, self.binding, self.gang_waits, self.waits)
+        if backfill is not None:  # BackfillReservations asks the reservations where not to go
+            attach_reservation_guard(profiles, self.waits)
         self._handle = LiveHandle(self.live, self.waits)
         self._holding: frozenset[str] = frozenset()  # reservations holding pods back
 

@@ -1,24 +1,26 @@
-"""Wire the tenant queues into a running scheduler, and publish estimated start times.
+"""The tenant queues of a running scheduler, and the estimated start times it publishes.
 
-`attach_tenants` gives the scheduler its tenant layer (usage fed by the cache, quota admission,
-fair-share pick in the queue) and its backfill reservations, and returns the function to call
-when the quota file changes. `EstimatePublisher` writes each reserved gang's planned start to
-its PodGroup (a single pod: to the pod) as the annotation `batchsched.io/estimated-start-time`
-(RFC 3339, UTC), when it is new or moved by more than a minute, and removes it when the gang
-no longer holds a reservation.
+`tenant_queues` builds the tenant layer (usage fed by the cache, quota admission, fair-share
+pick in the queue) and the backfill reservations the scheduler is then built with, and the
+function to call when the quota file changes. `EstimatePublisher` writes each reserved
+gang's planned start to its PodGroup (a single pod: to the pod) as the annotation
+`batchsched.io/estimated-start-time` (RFC 3339, UTC), when it is new or moved by more than a
+minute, and removes it when the gang no longer holds a reservation.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
 from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
 from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
-from batchsched.plugins.backfill_reservations import attach_reservation_guard
+from batchsched.framework.profile import Profile
+from batchsched.metrics import SchedulerMetrics
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
 from batchsched.runtime.scheduler import Scheduler
@@ -46,18 +48,29 @@ def estimates_of(scheduler: Scheduler) -> Callable[[], Mapping[str, float]]:
     return current
 
 
-def attach_tenants(
-    scheduler: Scheduler, queue: SchedulingQueue, cache: SchedulerCache, policy: QuotaPolicy
-) -> Callable[[QuotaPolicy], None]:
-    clock = scheduler.clock
-    layer = TenantLayer(
-        policy, clock, lambda p: p.scheduler_name in scheduler.profiles, scheduler.metrics
-    )
+@dataclass(frozen=True)
+class TenantQueues:
+    """The tenant layer (usage fed by the cache, quota admission, fair share) and the backfill
+    reservations, built before the scheduler that takes them; `changed` is what to call
+    when the quota file changes."""
+
+    layer: TenantLayer
+    backfill: LiveBackfill
+    changed: Callable[[QuotaPolicy], None]
+
+
+def tenant_queues(
+    profiles: Mapping[str, Profile],
+    cache: SchedulerCache,
+    queue: SchedulingQueue,
+    clock: Clock,
+    metrics: SchedulerMetrics,
+    policy: QuotaPolicy,
+) -> TenantQueues:
+    layer = TenantLayer(policy, clock, lambda p: p.scheduler_name in profiles, metrics)
     layer.attach(cache.snapshot)
     cache.watchers.append(layer)
     backfill = LiveBackfill(clock, policy.reservations, policy.starvation_s)
-    scheduler.live.tenants, scheduler.live.backfill = layer, backfill
-    attach_reservation_guard(scheduler.profiles, scheduler.waits)
 
     def order(current: QuotaPolicy) -> None:
         several = len(current.tenants) > 1
@@ -70,7 +83,7 @@ def attach_tenants(
         queue.move_all("QuotaChange")
 
     order(policy)
-    return changed
+    return TenantQueues(layer, backfill, changed)
 
 
 class EstimatePublisher:

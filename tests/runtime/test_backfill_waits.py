@@ -1,4 +1,4 @@
-"""Scheduler.schedule_one with tenant queues attached (attach_tenants): a pod refused by its
+"""Scheduler.schedule_one with tenant queues (tenant_queues): a pod refused by its
 tenant's quota or held back by a backfill reservation waits unschedulable with an Event that
 says why; a bad expected-runtime annotation is reported once and counts as unknown. On a fake
 clock with recording fakes; the API side is in tests/integration/test_tenants_live.py."""
@@ -19,7 +19,7 @@ from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.runtime.handlers import NodeEvents, PodEvents
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.scheduler import Scheduler
-from batchsched.runtime.tenant_wiring import attach_tenants
+from batchsched.runtime.tenant_wiring import tenant_queues
 from queues.config import parse_quota_config
 from queues.model import QuotaPolicy
 from tests.builders import PodBuilder, make_node, make_pod
@@ -96,8 +96,13 @@ def live(policy: QuotaPolicy) -> Live:
     cache = SchedulerCache(clock)
     queue = SchedulingQueue(profiles["gpu-scheduler"].queue_sort.less, clock)
     recorder = Recorder()
-    scheduler = Scheduler(profiles, cache, queue, recorder, recorder, SchedulerMetrics(), clock)
-    changed = attach_tenants(scheduler, queue, cache, policy)
+    metrics = SchedulerMetrics()
+    tenants = tenant_queues(profiles, cache, queue, clock, metrics, policy)
+    scheduler = Scheduler(
+        profiles, cache, queue, recorder, recorder, metrics, clock,
+        tenants=tenants.layer, backfill=tenants.backfill,
+    )  # fmt: skip
+    changed = tenants.changed
     pods = PodEvents(cache, queue, scheduler.admits, scheduler.gangs)
     return Live(scheduler, pods, NodeEvents(cache, queue), recorder, binds, clock, changed)
 

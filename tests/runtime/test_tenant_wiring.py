@@ -1,6 +1,6 @@
 """EstimatePublisher with a fake patch function and a fake clock: the estimated start is written
 once as RFC 3339, rewritten only when it moves by more than a minute, removed when the
-reservation goes, retried when the write fails. And attach_tenants' wiring."""
+reservation goes, retried when the write fails. And the tenant queues' wiring."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ async def test_a_failed_write_is_tried_again_at_the_next_round() -> None:
     assert await h.publish() == [(GROUP, None)]
 
 
-# attach_tenants
+# tenant_queues
 
 
 async def test_estimates_of_a_scheduler_are_its_reserved_gangs_planned_starts() -> None:
@@ -143,7 +143,7 @@ async def test_estimates_of_a_scheduler_are_its_reserved_gangs_planned_starts() 
     assert estimates_of(s.scheduler)() == {}
 
 
-def test_attach_tenants_feeds_the_layer_from_the_cache() -> None:
+def test_the_tenant_layer_is_fed_from_the_cache() -> None:
     s = live(quota())
     layer = s.scheduler.tenants
     assert layer is not None and layer in s.scheduler.cache.watchers
