@@ -311,3 +311,10 @@ def micro_time(epoch_seconds: float) -> str:
 
 def rfc3339(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def merge_patch(api: ApiClient, path: str, body: Mapping[str, object]) -> object:
+    """A JSON merge patch (RFC 7386) of the object at `path`."""
+    return await request_json(
+        api, "PATCH", path, body=body, content_type="application/merge-patch+json"
+    )

@@ -16,8 +16,6 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from kubernetes_asyncio.client import ApiClient
@@ -28,7 +26,7 @@ from batchsched.config import SchedulerConfig
 from batchsched.framework.profile import Profile
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.kube.binder import EventRecorder, KubeBinder, PodStatusWriter
-from batchsched.kube.client import api_client, fence_writes, request_json
+from batchsched.kube.client import api_client, fence_writes, merge_patch
 from batchsched.kube.disruption import PDBS, DisruptionBudgets, parse_disruption_budget
 from batchsched.kube.eviction import KubeEvictor
 from batchsched.kube.informer import (
@@ -49,6 +47,7 @@ from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.runtime.app_housekeeping import Housekeeping
 from batchsched.runtime.app_invalid import InvalidObjects
+from batchsched.runtime.app_options import RunOptions
 from batchsched.runtime.app_quotas import Patch, QuotaFile, Quotas
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import (
@@ -67,6 +66,8 @@ from batchsched.runtime.tenant_wiring import tenant_queues
 from gpu.nrt import parse_nrt
 from queues.model import QuotaPolicy
 
+__all__ = ["App", "RunOptions", "run"]
+
 logger = logging.getLogger(__name__)
 
 
@@ -81,24 +82,6 @@ class Watching(Protocol):
     async def wait_synced(self) -> None: ...
 
     async def resync(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    kubeconfig: str | None = None
-    config: Path | None = None
-    leader_elect: bool | None = None  # None: as the config file says (default on)
-    http_host: str = "0.0.0.0"
-    http_port: int = 10251
-    seed: int = 0
-    identity: str | None = None
-    # Tenant quotas (queues/): the file, the ConfigMap it is mounted from ("NS/NAME", what
-    # reload Events are about) and how often the file is checked for a change.
-    quota: Path | None = None
-    quota_configmap: str | None = None
-    quota_poll_interval: float = 10.0
-    # Preemption: pods that started less than this many seconds ago are never victims.
-    preemption_min_runtime: float = 0.0
 
 
 def attach_binding_client(profiles: Mapping[str, Profile], client: BindingClient) -> None:
@@ -130,32 +113,7 @@ class App:
         attach_group_ages(profiles, self.gangs)
         self.group_status = PodGroupStatusWriter(api)
         pod_status = PodStatusWriter(api)
-        events = EventRecorder(api)
-        self.quota_file = QuotaFile(
-            api,
-            clock,
-            config,
-            (options.quota, options.quota_configmap, options.quota_poll_interval),
-            events,
-            self.metrics,
-        )
-        tenants = tenant_queues(
-            profiles, self.cache, self.queue, clock, self.metrics, self.quota_file.policy
-        )
-        self.quota_file.on_change.append(tenants.changed)
-        self.scheduler = Scheduler(
-            profiles,
-            self.cache,
-            self.queue,
-            pod_status,
-            events,
-            self.metrics,
-            clock,
-            seed=options.seed,
-            gangs=self.gangs,
-            tenants=tenants.layer,
-            backfill=tenants.backfill,
-        )
+        self.scheduler = self._build_scheduler(config, api, profiles, pod_status, clock)
         self._init_informers(api)
         self._init_topology(api)
         self._init_preemption(api, pod_status)
@@ -171,6 +129,43 @@ class App:
             self.pod_events,
             leading=self.leading,
             synced=lambda: all(i.synced.is_set() for i in self.required),
+        )
+
+    def _build_scheduler(
+        self,
+        config: SchedulerConfig,
+        api: ApiClient,
+        profiles: Mapping[str, Profile],
+        pod_status: PodStatusWriter,
+        clock: SystemClock,
+    ) -> Scheduler:
+        """The quota file first: the tenant queues the scheduler is built with need it."""
+        options = self.options
+        events = EventRecorder(api)
+        self.quota_file = QuotaFile(
+            api,
+            clock,
+            config,
+            (options.quota, options.quota_configmap, options.quota_poll_interval),
+            events,
+            self.metrics,
+        )
+        tenants = tenant_queues(
+            profiles, self.cache, self.queue, clock, self.metrics, self.quota_file.policy
+        )
+        self.quota_file.on_change.append(tenants.changed)
+        return Scheduler(
+            profiles,
+            self.cache,
+            self.queue,
+            pod_status,
+            events,
+            self.metrics,
+            clock,
+            seed=options.seed,
+            gangs=self.gangs,
+            tenants=tenants.layer,
+            backfill=tenants.backfill,
         )
 
     def _init_informers(self, api: ApiClient) -> None:
@@ -391,12 +386,6 @@ class App:
         await asyncio.gather(*fresh)
         logger.info("leader cache fresh seconds=%.2f", time.monotonic() - started)
         await self.scheduler.run()
-
-
-async def merge_patch(api: ApiClient, path: str, body: Mapping[str, object]) -> object:
-    return await request_json(
-        api, "PATCH", path, body=body, content_type="application/merge-patch+json"
-    )
 
 
 async def run(options: RunOptions, config: SchedulerConfig) -> int:
