@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 
+
 class InformerHandler(Protocol[T_contra]):
     """Synchronous callbacks, called in watch order."""
 
