@@ -6,11 +6,14 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from batchsched.cycle.cycle import schedule_workload
+from batchsched.cycle.decision import Bind
+from batchsched.cycle.policies import SnapshotHandle
+from batchsched.cycle.workload import Workload, pod_key
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.status import is_ok
-from batchsched.gang.core import GangRequest, Outcome, schedule_gang
 from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
@@ -120,13 +123,14 @@ def _place_gang(
     runner = runners.get(members[0].scheduler_name)
     if runner is None:
         return [(m, *_place_one(m, profiles, runners, snapshot)) for m in members]
-    request = GangRequest(group, tuple(sorted(members, key=lambda p: p.name)), bound=bound)
-    decision = schedule_gang(request, snapshot, runner, hold_incomplete=False)
-    if decision.outcome is not Outcome.BIND:
-        return [(m, None, decision.message) for m in request.pending]
+    pods = tuple(sorted(members, key=lambda p: p.name))
+    workload = Workload(gang, pods, gang=True, group=group, bound=bound, hold=False)
+    decision = schedule_workload(SnapshotHandle(snapshot, runner), workload)
+    if not isinstance(decision, Bind):
+        return [(m, None, decision.message) for m in pods]
     where = {r.pod.uid: r.node for r in decision.placed}
     surplus = "elastic member beyond minMember: no room left after the gang's core"
-    return [(m, where.get(m.uid), "" if m.uid in where else surplus) for m in request.pending]
+    return [(m, where.get(m.uid), "" if m.uid in where else surplus) for m in pods]
 
 
 def _place_one(
@@ -146,7 +150,8 @@ def _place_one(
         status = gate.pre_enqueue(pod)
         if not is_ok(status):
             return None, status.message()
-    result = runners[pod.scheduler_name].schedule_one(pod, snapshot)
-    if result.placed:
-        return result.node_name, ""
-    return None, result.message()
+    handle = SnapshotHandle(snapshot, runners[pod.scheduler_name])
+    decision = schedule_workload(handle, Workload(pod_key(pod), (pod,)))
+    if isinstance(decision, Bind):
+        return decision.placed[0].node, ""
+    return None, decision.message

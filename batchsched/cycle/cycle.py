@@ -62,7 +62,13 @@ def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
     snapshot = handle.snapshot
     runner = handle.runner_for(workload.pods[0])
     trial = snapshot.begin_trial()
-    decision = schedule_gang(workload.gang_request(), snapshot, runner, waiting=handle.waiting())
+    decision = schedule_gang(
+        workload.gang_request(),
+        snapshot,
+        runner,
+        waiting=handle.waiting(),
+        hold_incomplete=workload.hold,
+    )
     placed = [(r.pod, r.node) for r in decision.placed]
     starting = _starting(handle, placed)
     held = _held(handle, workload, placed, starting)

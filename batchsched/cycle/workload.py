@@ -26,6 +26,9 @@ class Workload:
     reserved: tuple[Reservation, ...] = ()
     bound: int = 0
     missing: str = ""
+    # Whether a gang short of members keeps its reservations while it waits (the live
+    # scheduler's Permit); a forecast (`batchsched place`) holds nothing.
+    hold: bool = True
 
     @property
     def priority(self) -> int:
