@@ -19,16 +19,21 @@ Expected runtimes are the jobs' real runtimes unless a job says otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from batchsched.backfill import GangDemand, NodeVerdicts, Planner, Reservation, Running, vector
+from batchsched.cycle.cycle import schedule_workload
+from batchsched.cycle.decision import Bind, Reject, Why
+from batchsched.cycle.policies import Placed
+from batchsched.cycle.workload import Workload
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
-from batchsched.gang.core import GangRequest, Outcome, eligible_nodes, schedule_gang
+from batchsched.gang.core import eligible_nodes
 from batchsched.model.pod import PodView
 from batchsched.plugins.backfill_reservations import attach_reservation_guard
+from batchsched.sim.batch_cycle import BatchHandle
 from batchsched.sim.batch_jobs import BatchJob
 from batchsched.sim.batch_shapes import NEVER, PassMemo, fair_order, shape_of
 from batchsched.sim.batch_state import EventQueue, RunLog
@@ -280,45 +285,40 @@ class BatchSimulator:
         )
 
     def _try_place(self, job: BatchJob, now: float, planner: Planner | None) -> str:
+        """One workload cycle for the gang (batch_cycle.py gives it this simulator's quota
+        and backfill checks); start it when the cycle binds it."""
         self.attempts += 1
-        trial = self.snapshot.begin_trial()
-        decision = schedule_gang(
-            GangRequest(job.pod_group(), job.members),
-            self.snapshot,
-            self.runner,
-            hold_incomplete=False,
-        )
-        if decision.outcome is not Outcome.BIND:
-            trial.discard()
-            self.pending[job.key].reason = decision.message
-            return _NO_FIT
-        products = {r.pod.uid: self._product(r.node) for r in decision.placed}
-        demand = gang_demand(job.members, products)
-        # The GPU model is known once placed: per-model maxes are checked on what was placed.
-        admission = check_admission(
-            self.policy, self.ledger, job.tenant, demand, job.priority,
-            self.capacity, self._in_use_now,
-        )  # fmt: skip
-        if not admission.admitted:
-            trial.discard()
-            self.pending[job.key].reason = admission.reason
-            return _QUOTA
         expected = job.expected
         ends_at = None if expected is None else now + expected
-        starting = [Running(r.node, vector(r.pod.requests), ends_at) for r in decision.placed]
         delayed = (
-            None if planner is None else self._delayed_reservation(job, now, planner, starting)
+            None
+            if planner is None
+            else lambda starting: self._delayed_reservation(job, now, planner, starting)
         )
-        if delayed is not None:
-            trial.discard()
-            self.pending[job.key].reason = (
-                f"fits now but would delay reserved gang {delayed.key} "
-                f"(planned start t={delayed.start:g}s)"
-            )
-            return _DELAYS
-        trial.commit()
-        self._start(job, now, planner, starting, demand, ends_at)
-        return _STARTED
+        handle = BatchHandle(self.snapshot, self.runner, ends_at, self._quota(job), delayed)
+        workload = Workload(job.key, job.members, gang=True, group=job.pod_group(), hold=False)
+        decision = schedule_workload(handle, workload)
+        if isinstance(decision, Bind):
+            products = {r.pod.uid: self._product(r.node) for r in decision.placed}
+            demand = gang_demand(job.members, products)
+            self._start(job, now, planner, list(decision.starts), demand, ends_at)
+            return _STARTED
+        why = decision.why if isinstance(decision, Reject) else Why.UNSCHEDULABLE
+        self.pending[job.key].reason = decision.message.removeprefix("quota: ")
+        return {Why.QUOTA_PLACED: _QUOTA, Why.BACKFILL: _DELAYS}.get(why, _NO_FIT)
+
+    def _quota(self, job: BatchJob) -> Callable[[Placed], str]:
+        """The GPU model is known once placed: per-model maxes are checked on what was."""
+
+        def refuses(placed: Placed) -> str:
+            products = {pod.uid: self._product(node) for pod, node in placed}
+            admission = check_admission(
+                self.policy, self.ledger, job.tenant, gang_demand(job.members, products),
+                job.priority, self.capacity, self._in_use_now,
+            )  # fmt: skip
+            return "" if admission.admitted else admission.reason
+
+        return refuses
 
     def _delayed_reservation(
         self, job: BatchJob, now: float, planner: Planner, starting: list[Running]
