@@ -26,8 +26,10 @@ from batchsched.model.fields import (
     timestamp,
 )
 from batchsched.model.pod_spec import (
+    PodResourceClaim,
     parse_node_affinity,
     parse_pod_affinity,
+    parse_resource_claims,
     parse_spread_constraints,
     parse_tolerations,
 )
@@ -69,6 +71,8 @@ class PodView:
     scheduling_gates: tuple[str, ...]
     active_deadline_seconds: int | None = None
     start_time: float = 0.0  # status.startTime (seconds since the epoch); 0 until it runs
+    # spec.resourceClaims (DRA); batchsched does not allocate them yet (DynamicResourcesGuard)
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
     @property
     def key(self) -> str:
@@ -164,6 +168,7 @@ def _parse_pod(
             spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds"
         ),
         start_time=timestamp(status.get("startTime"), "status.startTime"),
+        resource_claims=parse_resource_claims(spec.get("resourceClaims"), "spec.resourceClaims"),
     )
 
 

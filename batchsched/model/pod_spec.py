@@ -1,8 +1,10 @@
-"""Readers for the scheduling parts of a pod spec: tolerations, affinity, topology spread."""
+"""Readers for the scheduling parts of a pod spec: tolerations, affinity, topology spread,
+resource claims."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from batchsched.model.affinity import (
     NodeAffinity,
@@ -31,6 +33,28 @@ from batchsched.model.selectors import (
 )
 
 TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One entry of `spec.resourceClaims` (Dynamic Resource Allocation): the name the pod's
+    containers use, and where the claim comes from: an existing ResourceClaim
+    (`resourceClaimName`) or one made for the pod from a template
+    (`resourceClaimTemplateName`). Exactly one of the two is set."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+
+    @property
+    def from_template(self) -> bool:
+        return bool(self.template_name)
+
+    def describe(self) -> str:
+        """E.g. "gpu (ResourceClaim shared-gpu)" or "scratch (ResourceClaimTemplate tmpl)"."""
+        if self.from_template:
+            return f"{self.name} (ResourceClaimTemplate {self.template_name})"
+        return f"{self.name} (ResourceClaim {self.claim_name})"
 
 
 def parse_tolerations(value: object, field: str) -> tuple[Toleration, ...]:
@@ -189,3 +213,28 @@ def _with_match_label_keys(
         return selector
     extra = tuple(Requirement(k, IN, (pod_labels[k],)) for k in keys if k in pod_labels)
     return LabelSelector(selector.match_labels, selector.match_expressions + extra)
+
+
+def parse_resource_claims(value: object, field: str) -> tuple[PodResourceClaim, ...]:
+    """`spec.resourceClaims` as the API server validates it: each entry names itself (once in
+    the pod) and exactly one of resourceClaimName and resourceClaimTemplateName."""
+    found: list[PodResourceClaim] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(as_list(value, field)):
+        f = f"{field}[{i}]"
+        item = as_map(raw, f)
+        name = as_str(item.get("name"), f"{f}.name")
+        if not name:
+            raise FieldError(f"{f}.name", "must not be empty")
+        if name in seen:
+            raise FieldError(f"{f}.name", f"duplicate claim name {name!r}")
+        seen.add(name)
+        claim = as_str(item.get("resourceClaimName"), f"{f}.resourceClaimName")
+        template = as_str(item.get("resourceClaimTemplateName"), f"{f}.resourceClaimTemplateName")
+        if bool(claim) == bool(template):
+            raise FieldError(
+                f,
+                "must set exactly one of resourceClaimName and resourceClaimTemplateName",
+            )
+        found.append(PodResourceClaim(name, claim, template))
+    return tuple(found)
