@@ -17,6 +17,7 @@ from batchsched.plugins.balanced_allocation import (
     NodeResourcesBalancedAllocation,
 )
 from batchsched.plugins.default_binder import DefaultBinder
+from batchsched.plugins.dynamic_resources_guard import DynamicResourcesGuard
 from batchsched.plugins.gang_sort import GangSort
 from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
 from batchsched.plugins.image_locality import ImageLocality
@@ -53,6 +54,7 @@ def builtin_specs() -> list[PluginBuilder]:
         PluginSpec("PodTopologySpread", PodTopologySpread, PodTopologySpreadArgs),
         PluginSpec("GpuTopology", GpuTopology, GpuTopologyArgs),
         PluginSpec("BackfillReservations", BackfillReservations, NoArgs),
+        PluginSpec("DynamicResourcesGuard", DynamicResourcesGuard, NoArgs),
         PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
     ]
 
@@ -72,7 +74,10 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
     # pod without a gang it orders by priority, then age, like PrioritySort by creation time).
     "queueSort": _enabled("GangSort"),
     "preEnqueue": _enabled("SchedulingGates"),
+    # DynamicResourcesGuard first: a pod it refuses (DRA claims, which we do not allocate
+    # yet) costs no other plugin's PreFilter, and its reason is the one the user sees.
     "preFilter": _enabled(
+        "DynamicResourcesGuard",
         "NodeName",
         "NodeAffinity",
         "NodePorts",

@@ -161,6 +161,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
     plugins = config.profile("custom-scheduler").describe()
     assert plugins["queueSort"] == ["PrioritySort"]
     assert plugins["preFilter"] == [
+        "DynamicResourcesGuard",
         "NodeName",
         "NodeAffinity",
         "NodePorts",
@@ -241,7 +242,7 @@ def test_v1_unknown_plugin_fails_naming_its_path_and_the_known_plugins() -> None
     message = str(caught.value)
     assert message.startswith(
         f'{path}: profiles[0].plugins.score.enabled[0].name: unknown plugin "GPUPriorityPlugin"; '
-        "known plugins: BackfillReservations, DefaultBinder, GangSort, "
+        "known plugins: BackfillReservations, DefaultBinder, DynamicResourcesGuard, GangSort, "
     )
     for name in ("ImageLocality", "InterPodAffinity", "NodeResourcesFit", "PrioritySort"):
         assert name in message
