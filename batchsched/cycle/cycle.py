@@ -7,7 +7,8 @@ Steps:
      core on a trial, with other gangs' reservations offered up (the no-deadlock rule);
   4. what was placed is asked again: quota once the nodes are known, then the backfill
      reservations it might delay; a "no" undoes the placement (Reject QUOTA_PLACED/BACKFILL);
-  5. Bind, Wait (a gang short of its members) or Reject UNSCHEDULABLE/ERROR.
+  5. Bind, Wait (a gang short of its members) or Reject UNSCHEDULABLE (preemption may help),
+     UNRESOLVABLE (no eviction can) or ERROR.
 
 The snapshot keeps what a Bind or Wait placed (reserved, as kube-scheduler's Reserve does);
 a Reject leaves it as it was.
@@ -54,8 +55,7 @@ def _schedule_pod(handle: Handle, workload: Workload) -> Decision:
                 snapshot.forget(pod)
             return Reject(held[0], held[1], results)
         return Bind((Reservation(pod, node),), results, starts=tuple(starting))
-    why = Why.ERROR if result.status.code is Code.ERROR else Why.UNSCHEDULABLE
-    return Reject(why, result.message(), results)
+    return Reject(_why_not(result.status.code), result.message(), results)
 
 
 def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
@@ -86,7 +86,21 @@ def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
         )
     if decision.outcome is Outcome.WAIT:
         return Wait(decision.placed, decision.results, decision.message)
-    return Reject(Why.UNSCHEDULABLE, decision.message, decision.results)
+    # A member that no eviction could help (a PreFilter's UnschedulableAndUnresolvable, e.g.
+    # DRA claims we do not allocate) makes the whole gang so.
+    codes = {r.status.code for r in decision.results.values()}
+    hopeless = Code.UNSCHEDULABLE_AND_UNRESOLVABLE in codes
+    return Reject(
+        Why.UNRESOLVABLE if hopeless else Why.UNSCHEDULABLE, decision.message, decision.results
+    )
+
+
+def _why_not(code: Code) -> Why:
+    if code is Code.ERROR:
+        return Why.ERROR
+    if code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+        return Why.UNRESOLVABLE
+    return Why.UNSCHEDULABLE
 
 
 def _starting(handle: Handle, placed: Placed) -> list[Running]:

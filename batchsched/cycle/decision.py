@@ -22,6 +22,7 @@ from batchsched.preemption.model import BudgetExcess, DisruptionBudget, Preempti
 
 class Why(Enum):
     UNSCHEDULABLE = "unschedulable"  # does not fit: PostFilter (preemption) may help
+    UNRESOLVABLE = "unresolvable"  # does not fit, and no eviction could change that
     ERROR = "error"  # a plugin failed: retried with backoff
     QUOTA = "quota"  # its tenant's quota refuses it before placement
     QUOTA_PLACED = "quota-placed"  # it fits, but its quota refuses the nodes it would get

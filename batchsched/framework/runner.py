@@ -108,9 +108,12 @@ class ProfileRunner:
             )
         candidates, left_out = self._run_pre_filter(state, pod, snapshot)
         if isinstance(candidates, Status):
-            return self._failed(
-                state, pod, snapshot, FitError(pod, total, {}, candidates.message())
-            )
+            failure = FitError(pod, total, {}, candidates.message())
+            # kube: a PreFilter's UnschedulableAndUnresolvable marks every node so; no
+            # preemption can help.
+            hopeless = candidates.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if hopeless else Code.UNSCHEDULABLE
+            return self._failed(state, pod, snapshot, failure, code)
         feasible, failed, processed = self._filter_nodes(state, pod, candidates, total)
         if isinstance(feasible, Status):
             return ScheduleResult(pod, feasible, state=state, evaluated_nodes=processed)
@@ -229,7 +232,12 @@ class ProfileRunner:
         return nodes[ties[0] if len(ties) == 1 else ties[self._rng.randrange(len(ties))]]
 
     def _failed(
-        self, state: CycleState, pod: PodView, snapshot: Snapshot, failure: FitError
+        self,
+        state: CycleState,
+        pod: PodView,
+        snapshot: Snapshot,
+        failure: FitError,
+        code: Code = Code.UNSCHEDULABLE,
     ) -> ScheduleResult:
         nominated: str | None = None
         message = ""
@@ -242,7 +250,6 @@ class ProfileRunner:
             message = status.message()
         if message:
             failure = failure.with_post_filter(message)
-        code = Code.UNSCHEDULABLE
         return ScheduleResult(
             pod,
             Status(code, (failure.message(),)),

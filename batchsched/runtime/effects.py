@@ -113,7 +113,8 @@ class Effects:
             logger.debug("unschedulable pod=%s reason=%s", pod.key, message)
             self.waits.blocked(workload.key, [pod])
             live.queue.requeue_unschedulable(queued, cycle)
-            message = self.post_filter(workload.key, [pod], None, runner, message)
+            if decision.why is Why.UNSCHEDULABLE:  # not UNRESOLVABLE: no eviction can help
+                message = self.post_filter(workload.key, [pod], None, runner, message)
         self.binding.report_failure(pod, message)
 
     # A gang
@@ -141,6 +142,7 @@ class Effects:
             else:
                 reserved = [r.pod for r in workload.reserved]
                 self.waits.blocked(key, reserved + list(workload.pods))
+            if decision.why is Why.UNSCHEDULABLE:
                 # Preemption's candidates: every member still to place, the reserved ones
                 # included (as pending pods: the rejection releases their reservations first).
                 preemptors = list(workload.pods)
@@ -171,6 +173,9 @@ class Effects:
         for uid, queued in batch.items():
             if uid not in placed:  # elastic surplus without room: tried again later
                 live.queue.requeue_unschedulable(queued, live.queue.scheduling_cycle())
+                result = decision.results.get(uid)
+                if result is not None:
+                    self.binding.report_failure(queued.pod, result.message())
         live.gangs.dirty.add(group.key)
         # Each member gets its own Scheduled Event when bound, and the PodGroup's status says
         # Scheduled: no extra Event on the PodGroup (one API write per gang saved).

@@ -180,3 +180,24 @@ def test_a_complete_gang_takes_the_capacity_a_waiting_gang_reserved() -> None:
     decision = schedule_workload(handle, gang("late", 2, 2))
     assert isinstance(decision, Bind) and decision.released == ("ml/early",)
     assert used_gpus(snap) == 16
+
+
+CLAIM = {"name": "gpu", "resourceClaimName": "shared-gpu"}
+
+
+def test_a_pod_no_eviction_could_help_is_rejected_as_unresolvable() -> None:
+    # DynamicResourcesGuard refuses DRA claims at PreFilter: UnschedulableAndUnresolvable.
+    pod = make_pod("dra", "ml").gpus(1).set("spec.resourceClaims", [CLAIM]).view()
+    decision = schedule_workload(Handle(gpu_nodes(1)), Workload(pod_key(pod), (pod,)))
+    assert isinstance(decision, Reject) and decision.why is Why.UNRESOLVABLE
+
+
+def test_a_gang_with_a_member_no_eviction_could_help_is_unresolvable_as_a_whole() -> None:
+    first, second = members("train", 2)
+    claimed = make_pod("train-9", "ml").gpus(8).label("scheduling.x-k8s.io/pod-group", "train")
+    pods = (first, second, claimed.set("spec.resourceClaims", [CLAIM]).view())
+    workload = Workload("ml/train", pods, gang=True, group=group("train", 3))
+    snap = gpu_nodes(4)
+    decision = schedule_workload(Handle(snap), workload)
+    assert isinstance(decision, Reject) and decision.why is Why.UNRESOLVABLE
+    assert used_gpus(snap) == 0

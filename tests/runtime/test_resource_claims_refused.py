@@ -98,23 +98,12 @@ async def test_a_gang_with_a_claiming_member_waits_whole(min_member: int, member
         assert notes[-1].endswith(unschedulable(claiming(make_pod("x")).view(), 2))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/effects.py: an elastic member left unplaced when its gang binds is "
-    "requeued without a FailedScheduling Event or PodScheduled condition",
-)
 async def test_an_elastic_member_with_claims_is_told_why_it_stays_pending() -> None:
     run = await gang_with_a_claiming_member(min_member=2, members=3)
     assert sorted(name for name, _ in run.binds.bound) == ["default/g-0", "default/g-1"]
     assert run.failures("default/g-2")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="framework/runner.py reports a PreFilter UnschedulableAndUnresolvable as "
-    "Unschedulable, so runtime/effects.py still asks preemption (the planner's dry runs all "
-    "fail at the guard, and its answer repeats the reason)",
-)
 async def test_a_pod_with_claims_is_not_offered_to_preemption() -> None:
     w = world()
     full_node(w, [low("v1", "n1"), low("v2", "n1")])
