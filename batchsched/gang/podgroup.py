@@ -66,6 +66,10 @@ class PodGroupView:
     creation_time: float
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
+    # status.succeeded / status.failed as the scheduler last wrote them (members that ran to
+    # the end, deleted ones included): what a new leader knows of members gone before it.
+    recorded_succeeded: int = 0
+    recorded_failed: int = 0
 
     @property
     def key(self) -> str:
@@ -102,12 +106,24 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
             creation_time=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
             labels=str_map(meta.get("labels"), "metadata.labels"),
             annotations=str_map(meta.get("annotations"), "metadata.annotations"),
+            recorded_succeeded=_status_count(obj, "succeeded"),
+            recorded_failed=_status_count(obj, "failed"),
         )
     except FieldError as err:
         raise InvalidObject(KIND, f"{namespace}/{name}", err.field, err.message) from err
     except QuantityError as err:
         message = f"invalid quantity {shown(err.value)}: {err.why}"
         raise InvalidObject(KIND, f"{namespace}/{name}", err.field, message) from err
+
+
+def _status_count(obj: Mapping[str, object], field: str) -> int:
+    """A count from the status (ours to write, so never a reason to refuse the object): 0
+    when absent or not a non-negative integer."""
+    status = obj.get("status")
+    value = status.get(field) if isinstance(status, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value
 
 
 def _int32(value: object, field: str, *, minimum: int) -> int:

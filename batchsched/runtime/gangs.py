@@ -8,7 +8,7 @@ of where a gang goes is `batchsched.gang.core.schedule_gang`.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -69,7 +69,8 @@ class GangTracker:
         self.partial_since: dict[str, float] = {}  # bound below minMember since (monotonic)
         self.incomplete_reported: set[str] = set()  # partial gangs already told about
         self.quorum_reached: set[str] = set()  # gangs that had minMember bound at some point
-        self.finished_gone: dict[str, int] = {}  # key -> finished members deleted since
+        # key -> members deleted after they ran to the end, by phase (Succeeded, Failed)
+        self.finished_gone: dict[str, Counter[str]] = {}
         self.phases: dict[str, str] = {}  # member uid -> its pod's phase
         self.schedule_start: dict[str, float] = {}  # key -> wall time it was first scheduled
         self.final: dict[str, str] = {}  # key -> Finished or Failed, which never change back
@@ -129,7 +130,7 @@ class GangTracker:
         phase = self.phases.pop(pod.uid, None)
         if key is not None and phase in _TERMINAL_PHASES and key in self.groups:
             # A finished member garbage-collected (or deleted) still ran: it keeps counting.
-            self.finished_gone[key] = self.finished_gone.get(key, 0) + 1
+            self.finished_gone.setdefault(key, Counter())[phase] += 1
         if key is not None and key in self.members:
             self.members[key].discard(pod.uid)
             if not self.members[key]:
@@ -185,8 +186,7 @@ class GangTracker:
         waiting = len(self.waiting[key].members) if key in self.waiting else 0
         phases = [self.phases.get(uid, "") for uid in self.members.get(key, ())]
         running = phases.count("Running")
-        succeeded = phases.count("Succeeded")
-        failed = phases.count("Failed")
+        succeeded, failed = self._ended(key, phases)
         scheduled = self.counted(key, snapshot) - waiting + succeeded + failed
         status: dict[str, object] = {
             "phase": self._phase(
@@ -224,10 +224,21 @@ class GangTracker:
     def finished(self, key: str) -> int:
         """Members that ran to the end (Succeeded or Failed): they count toward the quorum,
         as they were bound once and their gang did start."""
-        live = sum(
-            1 for uid in self.members.get(key, ()) if self.phases.get(uid) in _TERMINAL_PHASES
-        )
-        return live + self.finished_gone.get(key, 0)
+        phases = [self.phases.get(uid, "") for uid in self.members.get(key, ())]
+        return sum(self._ended(key, phases))
+
+    def _ended(self, key: str, phases: list[str]) -> tuple[int, int]:
+        """(succeeded, failed) members: those seen, plus those deleted after they ended. A
+        replica that was not watching when they went knows them from the PodGroup's status,
+        which the leader writes with the same counts: the larger of the two stands."""
+        gone = self.finished_gone.get(key, Counter())
+        succeeded = phases.count("Succeeded") + gone["Succeeded"]
+        failed = phases.count("Failed") + gone["Failed"]
+        group = self.groups.get(key)
+        if group is not None:
+            succeeded = max(succeeded, group.recorded_succeeded)
+            failed = max(failed, group.recorded_failed)
+        return succeeded, failed
 
     def newly_incomplete(self, snapshot: Snapshot, now: float) -> list[str]:
         """Gangs bound below minMember for longer than their timeout (a binding failed and

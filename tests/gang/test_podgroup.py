@@ -210,3 +210,21 @@ def test_pod_group_of(labels: dict[str, str], expected: str | None) -> None:
         builder.label(key, value)
 
     assert pod_group_of(builder.view()) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param({"succeeded": 2, "failed": 1}, (2, 1), id="the counts the leader wrote"),
+        pytest.param({}, (0, 0), id="no counts yet"),
+        pytest.param({"succeeded": "2", "failed": -1}, (0, 0), id="not counts: ignored"),
+        pytest.param(None, (0, 0), id="no status at all"),
+    ],
+)
+def test_the_finished_counts_in_the_status_are_read_and_never_refuse_the_object(
+    status: dict[str, object] | None, expected: tuple[int, int]
+) -> None:
+    obj = copy.deepcopy(GOOD)
+    obj["status"] = status
+    group = parse_pod_group(obj)
+    assert (group.recorded_succeeded, group.recorded_failed) == expected

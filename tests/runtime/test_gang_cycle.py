@@ -193,6 +193,41 @@ async def test_a_finished_member_deleted_since_still_counts_toward_the_quorum() 
     assert binds.bound == [("default/g-2", "n1")]
 
 
+async def test_a_new_leader_counts_finished_members_deleted_before_it_watched() -> None:
+    """Seen in the chaos smoke: two members of a 16-pod gang succeeded and were deleted, the
+    other 14 were preempted and recreated, and a replica that became leader afterwards never
+    saw the two: it waited for 16 members of which 14 exist, timing out every 30 s, forever.
+    The leader writes status.succeeded with the deleted members counted; a new one reads it."""
+    binds = Binds()
+    scheduler, pods, nodes, _, _ = setup(binds)
+    nodes.on_add(make_node("n1").gpus(8).view())
+    scheduler.gangs.on_add(
+        parse_pod_group(
+            {
+                "metadata": {"name": "g", "namespace": "default", "uid": "pg-g"},
+                "spec": {"minMember": 3, "scheduleTimeoutSeconds": 5},
+                "status": {"phase": "Running", "succeeded": 2, "failed": 0},
+            }
+        )
+    )
+    pods.on_add(make_pod("g-2").gpus(4).label(LABEL, "g").view())
+    run_queue(scheduler)
+    await scheduler.drain()
+    assert binds.bound == [("default/g-2", "n1")]
+
+
+def test_the_status_counts_finished_members_deleted_since_so_a_new_leader_can() -> None:
+    scheduler, pods, nodes, _, _ = setup(Binds())
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 3, timeout=5)
+    done = [bound(f"g-{i}", "n1", "Succeeded") for i in (0, 1)]
+    for pod in done:
+        pods.on_add(pod)
+    pods.on_delete(done[0])
+    status = scheduler.gangs.status_of("default/g", scheduler.cache.snapshot)
+    assert (status["succeeded"], status["failed"]) == (2, 0)
+
+
 async def test_a_reserved_member_deleted_while_its_gang_waits_breaks_no_later_cycle() -> None:
     """Seen in the chaos smoke: the deleted member's reservation left the cache, the gang's
     next (rejecting) cycle tried to forget it again, and the leader died of a KeyError."""
