@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -30,6 +30,7 @@ Vector = Mapping[str, int]
 FOREVER: Final = float("inf")
 POD_SLOT: Final = "pods"
 GPU_NAME: Final = "nvidia.com/gpu"
+PACK_BACKTRACKS: Final = 1_000  # members taken off again, per gang reserved
 
 
 def vector(requests: Resources, pods: int = 1) -> dict[str, int]:
@@ -238,7 +239,7 @@ def _earliest(timeline: _Timeline, gang: GangDemand) -> Reservation | None:
     first = gang.members[0]
     alike = all(m == first for m in gang.members)
     same = [first.get(r, 0) for r in names] if alike else None
-    i = 0
+    i, spare = 0, [PACK_BACKTRACKS]  # shared by the start times tried
     for start in starts:
         while i < len(events) and events[i][0] <= start:
             _, node, amounts, sign = events[i]
@@ -252,7 +253,7 @@ def _earliest(timeline: _Timeline, gang: GangDemand) -> Reservation | None:
             rooms = (low.get(n, free[n]) for n in gang.nodes)
             if _slots(same, rooms) < len(gang.members):
                 continue
-        assignment = _pack(gang, names, free, low)
+        assignment = _pack(gang, names, free, low, spare)
         if assignment is not None:
             return Reservation(gang.key, start, end, assignment, gang.protected)
     return None
@@ -298,40 +299,69 @@ def _slots(want: Sequence[int], rooms: Iterable[Sequence[int]]) -> int:
     return count
 
 
+_Room = tuple[int, ...]  # what a node has free, in the order of the gang's resource names
+_Rooms = defaultdict[_Room, list[int]]  # room -> the ranks of the gang's nodes that have it
+
+
 def _pack(
     gang: GangDemand,
     names: tuple[str, ...],
     free: Mapping[str, list[int]],
     low: Mapping[str, list[int]],
+    spare: list[int],
 ) -> tuple[tuple[str, Vector], ...] | None:
-    """Best fit, largest member first: each member goes where it leaves the fewest GPUs (then
-    millicores) free, ties by the gang's node preference."""
-    left = {n: list(low.get(n, free[n])) for n in gang.nodes}
-    gpu = names.index(GPU_NAME) if GPU_NAME in names else None
-    cpu = names.index("cpu") if "cpu" in names else None
-    chosen = []
-    for member in sorted(gang.members, key=_size, reverse=True):
-        want = [member.get(r, 0) for r in names]
-        best: tuple[int, int, int] | None = None
-        best_node = ""
-        for rank, node in enumerate(gang.nodes):
-            room = left[node]
-            if any(room[k] < want[k] for k in range(len(names))):
-                continue
-            waste = (
-                room[gpu] - want[gpu] if gpu is not None else 0,
-                room[cpu] - want[cpu] if cpu is not None else 0,
-                rank,
-            )
-            if best is None or waste < best:
-                best, best_node = waste, node
-        if best is None:
-            return None
-        room = left[best_node]
-        for k in range(len(names)):
-            room[k] -= want[k]
-        chosen.append((best_node, member))
-    return tuple(chosen)
+    """Best fit, largest member first (fewest GPUs, then millicores, left; ties by the gang's
+    node preference); where that strands a member, the other choices are searched, equal rooms
+    as one and rooms seen to fail not again. Best fit alone is not monotone: a pod started on
+    room a reservation does not use could make the next re-plan find it later. None: there is
+    none, or `spare` ran out (members taken off again; once it has, only best fit is tried)."""
+    rooms: _Rooms = defaultdict(list)
+    for rank, node in enumerate(gang.nodes):
+        rooms[tuple(low.get(node, free[node]))].append(rank)
+    members = sorted(gang.members, key=_size, reverse=True)
+    wants = [tuple(m.get(r, 0) for r in names) for m in members]
+    order = tuple(names.index(r) for r in (GPU_NAME, "cpu") if r in names)
+    path: list[tuple[int, _Room, _Room]] = []  # (node rank, its room, its room after)
+    levels = [(_state(rooms, 0), _choices(rooms, wants[0], order))]
+    failed: set[tuple[int, frozenset[tuple[_Room, int]]]] = set()
+    while True:
+        state, choices = levels[-1]
+        room = None if state in failed else next(choices, None)
+        if room is None:  # no choice for member len(path) works from this state
+            failed.add(state)
+            levels.pop()
+            spare[0] -= 1
+            if not levels or spare[0] < 0:
+                return None
+            _move(rooms, *path.pop(), back=True)
+            continue
+        after = tuple(a - w for a, w in zip(room, wants[len(path)], strict=True))
+        path.append((rooms[room][0], room, after))
+        _move(rooms, *path[-1])
+        if len(path) == len(wants):
+            return tuple((gang.nodes[r], m) for (r, _, _), m in zip(path, members, strict=True))
+        levels.append((_state(rooms, len(path)), _choices(rooms, wants[len(path)], order)))
+
+
+def _move(rooms: _Rooms, rank: int, room: _Room, after: _Room, back: bool = False) -> None:
+    """Node `rank` goes from `room` to `after` (a member placed), or back (taken off)."""
+    source, target = (after, room) if back else (room, after)
+    rooms[source].remove(rank)
+    if not rooms[source]:
+        del rooms[source]
+    bisect.insort(rooms[target], rank)
+
+
+def _state(rooms: _Rooms, placed: int) -> tuple[int, frozenset[tuple[_Room, int]]]:
+    return placed, frozenset((room, len(ranks)) for room, ranks in rooms.items())
+
+
+def _choices(rooms: _Rooms, want: _Room, order: Sequence[int]) -> Iterator[_Room]:
+    """The rooms that hold `want`, best fit first (fewest GPUs, then millicores, left), then
+    the node the gang prefers."""
+    fitting = [r for r in rooms if all(a >= w for a, w in zip(r, want, strict=True))]
+    fitting.sort(key=lambda r: (*(r[k] for k in order), rooms[r][0]))
+    return iter(fitting)
 
 
 def _size(member: Vector) -> tuple[int, int, int]:
