@@ -8,7 +8,7 @@ Steps:
   4. what was placed is asked again: quota once the nodes are known, then the backfill
      reservations it might delay; a "no" undoes the placement (Reject QUOTA_PLACED/BACKFILL);
   5. Bind, Wait (a gang short of its members) or Reject UNSCHEDULABLE (preemption may help),
-     UNRESOLVABLE (no eviction can) or ERROR.
+     UNRESOLVABLE (no eviction can), INCOMPLETE (a gang short of members: not yet) or ERROR.
 
 The snapshot keeps what a Bind or Wait placed (reserved, as kube-scheduler's Reserve does);
 a Reject leaves it as it was.
@@ -89,10 +89,18 @@ def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
     # A member that no eviction could help (a PreFilter's UnschedulableAndUnresolvable, e.g.
     # DRA claims we do not allocate) makes the whole gang so.
     codes = {r.status.code for r in decision.results.values()}
-    hopeless = Code.UNSCHEDULABLE_AND_UNRESOLVABLE in codes
-    return Reject(
-        Why.UNRESOLVABLE if hopeless else Why.UNSCHEDULABLE, decision.message, decision.results
-    )
+    if Code.UNSCHEDULABLE_AND_UNRESOLVABLE in codes:
+        why = Why.UNRESOLVABLE
+    elif _short_of_members(workload):
+        why = Why.INCOMPLETE
+    else:
+        why = Why.UNSCHEDULABLE
+    return Reject(why, decision.message, decision.results)
+
+
+def _short_of_members(workload: Workload) -> bool:
+    known, group = workload.known_members, workload.group
+    return known is not None and group is not None and known < group.min_member
 
 
 def _why_not(code: Code) -> Why:

@@ -23,6 +23,8 @@ from batchsched.preemption.model import BudgetExcess, DisruptionBudget, Preempti
 class Why(Enum):
     UNSCHEDULABLE = "unschedulable"  # does not fit: PostFilter (preemption) may help
     UNRESOLVABLE = "unresolvable"  # does not fit, and no eviction could change that
+    INCOMPLETE = "incomplete"  # a gang short of members does not fit: no preemption until
+    # they all exist (it would evict for members that may never come)
     ERROR = "error"  # a plugin failed: retried with backoff
     QUOTA = "quota"  # its tenant's quota refuses it before placement
     QUOTA_PLACED = "quota-placed"  # it fits, but its quota refuses the nodes it would get

@@ -29,6 +29,9 @@ class Workload:
     # Whether a gang short of members keeps its reservations while it waits (the live
     # scheduler's Permit); a forecast (`batchsched place`) holds nothing.
     hold: bool = True
+    # A gang's member pods that exist (pending, reserved, bound or finished); None: all the
+    # driver knows of are here. Fewer than minMember: preemption would evict for nothing.
+    known_members: int | None = None
 
     @property
     def priority(self) -> int:

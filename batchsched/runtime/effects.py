@@ -220,9 +220,7 @@ class Effects:
         live.observe("unschedulable", runner, _since(started))
         live.counts.unschedulable += len(batch)
         message = decision.message
-        # PostFilter only for a complete gang: preempting for members that may never come
-        # would evict for nothing.
-        if preemptors and len(live.gangs.members.get(group.key, ())) >= group.min_member:
+        if preemptors:  # only for Why.UNSCHEDULABLE: a complete gang more room would help
             pods = sorted(preemptors, key=lambda p: p.name)
             message = self.post_filter(group.key, pods, group, runner, message)
         for queued in batch.values():

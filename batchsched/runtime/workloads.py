@@ -61,7 +61,10 @@ def workload_of(live: Live, queued: QueuedPod) -> tuple[Workload, Batch] | None:
     # recreated after the rest finished (a Job's retry) is placed on its own.
     bound = gangs.counted(key, snapshot) - len(reserved) + gangs.finished(key)
     pods = tuple(sorted((q.pod for q in pending), key=lambda p: p.name))
-    workload = Workload(key, pods, gang=True, group=group, reserved=reserved, bound=bound)
+    known = len(gangs.members.get(key, ()))
+    workload = Workload(
+        key, pods, gang=True, group=group, reserved=reserved, bound=bound, known_members=known
+    )
     return workload, {q.pod.uid: q for q in pending}
 
 

@@ -201,3 +201,19 @@ def test_a_gang_with_a_member_no_eviction_could_help_is_unresolvable_as_a_whole(
     decision = schedule_workload(Handle(snap), workload)
     assert isinstance(decision, Reject) and decision.why is Why.UNRESOLVABLE
     assert used_gpus(snap) == 0
+
+
+def test_a_gang_short_of_members_that_does_not_fit_is_incomplete_not_preemptible() -> None:
+    workload = Workload(
+        "ml/big", members("big", 2, gpus=8), gang=True, group=group("big", 3), known_members=2
+    )
+    decision = schedule_workload(Handle(gpu_nodes(1)), workload)
+    assert isinstance(decision, Reject) and decision.why is Why.INCOMPLETE
+
+
+def test_a_complete_gang_that_does_not_fit_may_preempt() -> None:
+    workload = Workload(
+        "ml/big", members("big", 3, gpus=8), gang=True, group=group("big", 3), known_members=3
+    )
+    decision = schedule_workload(Handle(gpu_nodes(1)), workload)
+    assert isinstance(decision, Reject) and decision.why is Why.UNSCHEDULABLE
