@@ -130,6 +130,17 @@ pid_alive() { # name -> 0 if the pid file points at a live process of that binar
   tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$1" || return 1
 }
 
+pid_running() { # name -> 0 if the pid file points at a live process, whatever it runs yet
+  # Right after start_bg the process may still be the forked shell on its way to exec the
+  # binary (its cmdline is this script's): pid_alive would call it gone. Seen in CI under
+  # load: "kube-controller-manager exited" with an empty log, the binary running on.
+  local f="$STATE/$1.pid" pid
+  [[ -f "$f" ]] || return 1
+  pid="$(cat "$f")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null
+}
+
 start_bg() { # name logfile cmd... ; records the pid in $STATE/name.pid
   local name="$1" logf="$2"; shift 2
   setsid "$@" >>"$logf" 2>&1 < /dev/null &
@@ -454,7 +465,7 @@ wait_ready() { # name logfile check-fn
   local name="$1" logf="$2" check="$3" i
   for ((i = 0; i < READY_TRIES; i++)); do
     if "$check"; then return 0; fi
-    if ! pid_alive "$name"; then
+    if ! pid_running "$name"; then
       log "$name exited; last lines of $logf:"
       tail -n 40 "$logf" >&2 || true
       rm -f "$STATE/$name.pid"
@@ -464,6 +475,7 @@ wait_ready() { # name logfile check-fn
   done
   log "$name not ready after $((READY_TRIES / 2)) s; last lines of $logf:"
   tail -n 40 "$logf" >&2 || true
+  stop_proc "$name" # left running, it would hold its ports against the next start
   die "$name did not become ready (is the machine overloaded? raise BATCHSCHED_CP_READY_TRIES)"
 }
 
