@@ -22,6 +22,7 @@ from batchsched.model.fields import (
     as_str,
     metadata,
     object_name,
+    shown,
     str_map,
     timestamp,
 )
@@ -107,9 +108,11 @@ def parse_pod(
     try:
         meta, namespace, name = metadata(obj)
         return _parse_pod(obj, meta, name, namespace, priority_classes or {})
-    except (FieldError, QuantityError) as err:
-        field = getattr(err, "field", "")
-        raise InvalidObject("Pod", f"{namespace}/{name}", field, str(err)) from err
+    except FieldError as err:
+        raise InvalidObject("Pod", f"{namespace}/{name}", err.field, err.message) from err
+    except QuantityError as err:  # the field once, as InvalidObject prints it
+        message = f"invalid quantity {shown(err.value)}: {err.why}"
+        raise InvalidObject("Pod", f"{namespace}/{name}", err.field, message) from err
 
 
 def _parse_pod(

@@ -180,3 +180,24 @@ def test_image_names_are_normalized_the_same_way_on_pods_and_nodes(
     init = make_pod("p").obj()
     init["spec"]["initContainers"] = [{"name": "i", "image": image}]
     assert normalized in parse_pod(init).images
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param(
+            {"priorityClassName": 5, "containers": []},
+            "Pod default/p: spec.priorityClassName: no PriorityClass named '5'",
+            id="a field error",
+        ),
+        pytest.param(
+            {"containers": [{"name": "c", "resources": {"requests": {"cpu": "abc"}}}]},
+            "Pod default/p: spec.containers[0].resources.requests.cpu: invalid quantity 'abc': ",
+            id="a quantity error",
+        ),
+    ],
+)
+def test_a_pod_error_names_the_field_once(spec: dict[str, object], expected: str) -> None:
+    with pytest.raises(InvalidObject) as caught:
+        parse_pod({"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": spec})
+    assert str(caught.value).startswith(expected)
