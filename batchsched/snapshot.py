@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
+from batchsched.dra.state import DraState
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.node_info import NodeInfo, ledger_for
@@ -63,6 +64,9 @@ class Snapshot:
         # (op, pod, node, GPUs): the GPUs a removed pod held, or a regranted pod's previous ones.
         self._log: list[tuple[int, PodView, NodeInfo, Grants]] = []
         self._trial_marks: list[int] = []
+        # Dynamic Resource Allocation: slices, classes, claims, devices in use; its
+        # allocations are undone with the trial that made them.
+        self.dra = DraState()
         for pod in pods:
             if pod.node_name and not pod.is_finished and pod.node_name in self._by_name:
                 self._place(pod, self._by_name[pod.node_name])
@@ -208,6 +212,7 @@ class Snapshot:
 
     def begin_trial(self) -> Trial:
         self._trial_marks.append(len(self._log))
+        self.dra.begin()
         return Trial(self, len(self._trial_marks))
 
     def _place(self, pod: PodView, info: NodeInfo, grants: Grants | None = None) -> None:
@@ -263,6 +268,7 @@ class Snapshot:
         if depth != len(self._trial_marks):
             raise RuntimeError("trials must end innermost first")
         mark = self._trial_marks.pop()
+        self.dra.end(keep)
         if not keep:
             while len(self._log) > mark:
                 op, pod, info, grants = self._log.pop()

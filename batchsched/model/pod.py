@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from batchsched.model.affinity import (
@@ -28,6 +28,7 @@ from batchsched.model.fields import (
 )
 from batchsched.model.pod_spec import (
     PodResourceClaim,
+    parse_claim_statuses,
     parse_node_affinity,
     parse_pod_affinity,
     parse_resource_claims,
@@ -72,8 +73,10 @@ class PodView:
     scheduling_gates: tuple[str, ...]
     active_deadline_seconds: int | None = None
     start_time: float = 0.0  # status.startTime (seconds since the epoch); 0 until it runs
-    # spec.resourceClaims (DRA); batchsched does not allocate them yet (DynamicResourcesGuard)
+    # spec.resourceClaims (DRA), and status.resourceClaimStatuses: the ResourceClaim made
+    # for each entry from a template ("" where the pod needs none), once the controller has.
     resource_claims: tuple[PodResourceClaim, ...] = ()
+    claim_statuses: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -172,6 +175,9 @@ def _parse_pod(
         ),
         start_time=timestamp(status.get("startTime"), "status.startTime"),
         resource_claims=parse_resource_claims(spec.get("resourceClaims"), "spec.resourceClaims"),
+        claim_statuses=parse_claim_statuses(
+            status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"
+        ),
     )
 
 

@@ -238,3 +238,13 @@ def parse_resource_claims(value: object, field: str) -> tuple[PodResourceClaim, 
             )
         found.append(PodResourceClaim(name, claim, template))
     return tuple(found)
+
+
+def parse_claim_statuses(value: object, field: str) -> dict[str, str]:
+    """`status.resourceClaimStatuses`: pod claim name -> the ResourceClaim made for it."""
+    found: dict[str, str] = {}
+    for i, raw in enumerate(as_list(value, field)):
+        item = as_map(raw, f"{field}[{i}]")
+        name = as_str(item.get("name"), f"{field}[{i}].name")
+        found[name] = as_str(item.get("resourceClaimName"), f"{field}[{i}].resourceClaimName")
+    return found

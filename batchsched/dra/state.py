@@ -1,0 +1,195 @@
+"""What the cluster's Dynamic Resource Allocation objects say, kept up to date by watch events,
+with the allocations this scheduler made but the API has not shown back yet.
+
+A device is in use while a claim's allocation (seen or assumed) holds it without admin
+access. Assumed allocations are undo-logged inside the snapshot's trials, so a gang whose
+members cannot all be placed gives back every device its trial took.
+Only the highest generation of a pool counts; a pool whose generation is not complete yet
+(fewer slices than resourceSliceCount) offers none of its devices, as in kube-scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from batchsched.dra.device import Device, DeviceId
+from batchsched.dra.objects import Allocation, DeviceClass, ResourceClaim, ResourceSlice
+
+
+@dataclass(slots=True)
+class _Pool:
+    slices: dict[str, ResourceSlice] = field(default_factory=dict)
+
+    def current(self) -> list[ResourceSlice]:
+        """The slices of the newest generation, or none while that generation is incomplete."""
+        if not self.slices:
+            return []
+        newest = max(s.generation for s in self.slices.values())
+        found = [s for s in self.slices.values() if s.generation == newest]
+        if len(found) < max(s.slice_count for s in found):
+            return []
+        return sorted(found, key=lambda s: s.name)
+
+
+class DraState:
+    def __init__(self) -> None:
+        self.classes: dict[str, DeviceClass] = {}
+        self.claims: dict[str, ResourceClaim] = {}
+        self._slices: dict[str, ResourceSlice] = {}
+        self._pools: dict[tuple[str, str], _Pool] = {}
+        self._local: dict[str, tuple[Device, ...]] = {}  # node name -> its devices
+        self._shared: tuple[ResourceSlice, ...] = ()  # slices reaching several nodes
+        self.everywhere: frozenset[DeviceId] = frozenset()  # devices of allNodes slices
+        self._in_use: dict[DeviceId, str] = {}  # device -> the claim holding it
+        # Allocations made here and not yet seen in a claim: claim key -> (allocation, pod uid).
+        self.assumed: dict[str, tuple[Allocation, str]] = {}
+        self._log: list[tuple[str, tuple[Allocation, str] | None]] = []
+        self._marks: list[int] = []
+        self.version = 0  # bumped on every change of slices or classes (match caches)
+
+    # Watch events (never inside a trial).
+
+    def set_class(self, device_class: DeviceClass) -> None:
+        self.classes[device_class.name] = device_class
+        self.version += 1
+
+    def remove_class(self, name: str) -> None:
+        self.classes.pop(name, None)
+        self.version += 1
+
+    def set_slice(self, resource_slice: ResourceSlice) -> None:
+        self.remove_slice(resource_slice.name)
+        self._slices[resource_slice.name] = resource_slice
+        key = (resource_slice.driver, resource_slice.pool)
+        self._pools.setdefault(key, _Pool()).slices[resource_slice.name] = resource_slice
+        self._reindex()
+
+    def remove_slice(self, name: str) -> None:
+        old = self._slices.pop(name, None)
+        if old is None:
+            return
+        pool = self._pools[(old.driver, old.pool)]
+        del pool.slices[name]
+        if not pool.slices:
+            del self._pools[(old.driver, old.pool)]
+        self._reindex()
+
+    def _reindex(self) -> None:
+        local: dict[str, list[Device]] = {}
+        shared: list[ResourceSlice] = []
+        for key in sorted(self._pools):
+            for current in self._pools[key].current():
+                if current.node_name:
+                    local.setdefault(current.node_name, []).extend(current.devices)
+                else:
+                    shared.append(current)
+        self._local = {node: tuple(devices) for node, devices in local.items()}
+        self._shared = tuple(shared)
+        self.everywhere = frozenset(d.id for s in shared if s.all_nodes for d in s.devices)
+        self.version += 1
+
+    def set_claim(self, claim: ResourceClaim) -> None:
+        old = self.claims.get(claim.key)
+        if old is not None and old.uid != claim.uid:
+            self.remove_claim(old.key)
+        if old is not None:
+            self._hold(old.allocation, old.key, -1)
+        self.claims[claim.key] = claim
+        if claim.allocation is not None:
+            # The API shows an allocation: ours landed (or another scheduler's did).
+            assumed = self.assumed.pop(claim.key, None)
+            if assumed is not None:
+                self._hold(assumed[0], claim.key, -1)
+        self._hold(claim.allocation, claim.key, 1)
+
+    def remove_claim(self, key: str) -> None:
+        old = self.claims.pop(key, None)
+        if old is not None:
+            self._hold(old.allocation, key, -1)
+        assumed = self.assumed.pop(key, None)
+        if assumed is not None:
+            self._hold(assumed[0], key, -1)
+
+    # What a cycle reads.
+
+    def devices_for(self, node_name: str, labels: Mapping[str, str]) -> tuple[Device, ...]:
+        """Every device of a current pool that `node_name` can reach, in a stable order."""
+        local = self._local.get(node_name, ())
+        if not self._shared:
+            return local
+        reach = dict(labels)
+        shared = [d for s in self._shared if s.reaches(node_name, reach) for d in s.devices]
+        return local + tuple(shared)
+
+    def holder(self, device: DeviceId) -> str | None:
+        """The claim holding `device`, or None when it is free."""
+        return self._in_use.get(device)
+
+    @property
+    def in_use(self) -> Mapping[DeviceId, str]:
+        return self._in_use
+
+    def claim(self, key: str) -> ResourceClaim | None:
+        """The claim as the API shows it, with this scheduler's pending allocation on it."""
+        claim = self.claims.get(key)
+        assumed = self.assumed.get(key)
+        if claim is None or assumed is None or claim.allocation is not None:
+            return claim
+        return _with_allocation(claim, assumed[0])
+
+    # Reserve and Unreserve (undo-logged inside a trial).
+
+    def assume(self, key: str, allocation: Allocation, pod_uid: str) -> None:
+        if key in self.assumed:
+            raise ValueError(f"claim {key} already has an allocation pending")
+        self._set_assumed(key, (allocation, pod_uid))
+
+    def forget(self, key: str, pod_uid: str) -> None:
+        """Give back an allocation `pod_uid` made and that the API has not shown yet."""
+        found = self.assumed.get(key)
+        if found is not None and found[1] == pod_uid:
+            self._set_assumed(key, None)
+
+    def _set_assumed(self, key: str, value: tuple[Allocation, str] | None) -> None:
+        previous = self.assumed.pop(key, None)
+        if previous is not None:
+            self._hold(previous[0], key, -1)
+        if value is not None:
+            self.assumed[key] = value
+            self._hold(value[0], key, 1)
+        if self._marks:
+            self._log.append((key, previous))
+
+    def begin(self) -> None:
+        self._marks.append(len(self._log))
+
+    def end(self, keep: bool) -> None:
+        mark = self._marks.pop()
+        if keep:
+            if not self._marks:
+                del self._log[mark:]
+            return
+        while len(self._log) > mark:
+            key, previous = self._log.pop()
+            current = self.assumed.pop(key, None)
+            if current is not None:
+                self._hold(current[0], key, -1)
+            if previous is not None:
+                self.assumed[key] = previous
+                self._hold(previous[0], key, 1)
+
+    def _hold(self, allocation: Allocation | None, key: str, sign: int) -> None:
+        if allocation is None:
+            return
+        for result in allocation.devices:
+            if result.admin_access:
+                continue
+            if sign > 0:
+                self._in_use[result.id] = key
+            elif self._in_use.get(result.id) == key:
+                del self._in_use[result.id]
+
+
+def _with_allocation(claim: ResourceClaim, allocation: Allocation) -> ResourceClaim:
+    return replace(claim, allocation=allocation)
