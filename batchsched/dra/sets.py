@@ -20,9 +20,10 @@ from gpu.placement import best_gpu_set
 from gpu.topology import MILLI_PER_GPU, NodeTopology
 
 PCIE_ROOT: Final = "resource.kubernetes.io/pcieRoot"
-# Attributes NVIDIA's DRA driver publishes that name a GPU the agent also reports.
+# Attributes NVIDIA's DRA driver publishes that name a GPU the agent also reports: its UUID,
+# and its PCI address (the standard attribute in newer releases, its own name before).
 UUID_ATTRIBUTES: Final = ("gpu.nvidia.com/uuid",)
-PCI_ATTRIBUTES: Final = ("gpu.nvidia.com/pcieBusID", "gpu.nvidia.com/pciBusID")
+PCI_ATTRIBUTES: Final = ("resource.kubernetes.io/pciBusID", "gpu.nvidia.com/pcieBusID")
 # Quality of a set (higher is better): GpuChoice.quality where the agent's topology joins,
 # else one PCIe root as good as one PCIe switch on one NUMA node, several as a host bridge.
 ONE_ROOT_QUALITY: Final = 7

@@ -62,6 +62,10 @@ PODS: Final = ResourceSpec("Pod", "/api/v1/pods")
 PRIORITY_CLASSES: Final = ResourceSpec(
     "PriorityClass", "/apis/scheduling.k8s.io/v1/priorityclasses"
 )
+# Dynamic Resource Allocation (resource.k8s.io/v1, GA in Kubernetes 1.34).
+DEVICE_CLASSES: Final = ResourceSpec("DeviceClass", "/apis/resource.k8s.io/v1/deviceclasses")
+RESOURCE_SLICES: Final = ResourceSpec("ResourceSlice", "/apis/resource.k8s.io/v1/resourceslices")
+RESOURCE_CLAIMS: Final = ResourceSpec("ResourceClaim", "/apis/resource.k8s.io/v1/resourceclaims")
 # The node agent's GPU topology, one cluster-scoped object per node (gpu/nrt.py).
 NODE_RESOURCE_TOPOLOGIES: Final = ResourceSpec(
     "NodeResourceTopology", "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"

@@ -175,9 +175,7 @@ def _parse_pod(
         ),
         start_time=timestamp(status.get("startTime"), "status.startTime"),
         resource_claims=parse_resource_claims(spec.get("resourceClaims"), "spec.resourceClaims"),
-        claim_statuses=parse_claim_statuses(
-            status.get("resourceClaimStatuses"), "status.resourceClaimStatuses"
-        ),
+        claim_statuses=parse_claim_statuses(status.get("resourceClaimStatuses")),
     )
 
 

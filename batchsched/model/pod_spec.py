@@ -240,7 +240,9 @@ def parse_resource_claims(value: object, field: str) -> tuple[PodResourceClaim, 
     return tuple(found)
 
 
-def parse_claim_statuses(value: object, field: str) -> dict[str, str]:
+def parse_claim_statuses(
+    value: object, field: str = "status.resourceClaimStatuses"
+) -> dict[str, str]:
     """`status.resourceClaimStatuses`: pod claim name -> the ResourceClaim made for it."""
     found: dict[str, str] = {}
     for i, raw in enumerate(as_list(value, field)):

@@ -153,6 +153,8 @@ class GpuTopology:
         request = _request_of(state, pod)
         if not request.wants_gpu and snapshot.gpu_nodes == 0:
             return SKIP  # a cluster without GPUs: every node scores the same
+        if not request.wants_gpu and pod.resource_claims:
+            return SKIP  # its devices come through DRA claims: DynamicResources scores them
         requests = pod.requests
         demand = (request.count, request.milli, requests.milli_cpu, requests.memory)
         table = self._scorer.table(demand)

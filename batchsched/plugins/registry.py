@@ -17,6 +17,7 @@ from batchsched.plugins.balanced_allocation import (
     NodeResourcesBalancedAllocation,
 )
 from batchsched.plugins.default_binder import DefaultBinder
+from batchsched.plugins.dynamic_resources import DynamicResources
 from batchsched.plugins.dynamic_resources_guard import DynamicResourcesGuard
 from batchsched.plugins.gang_sort import GangSort
 from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
@@ -54,6 +55,7 @@ def builtin_specs() -> list[PluginBuilder]:
         PluginSpec("PodTopologySpread", PodTopologySpread, PodTopologySpreadArgs),
         PluginSpec("GpuTopology", GpuTopology, GpuTopologyArgs),
         PluginSpec("BackfillReservations", BackfillReservations, NoArgs),
+        PluginSpec("DynamicResources", DynamicResources, NoArgs),
         PluginSpec("DynamicResourcesGuard", DynamicResourcesGuard, NoArgs),
         PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
     ]
@@ -74,10 +76,9 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
     # pod without a gang it orders by priority, then age, like PrioritySort by creation time).
     "queueSort": _enabled("GangSort"),
     "preEnqueue": _enabled("SchedulingGates"),
-    # DynamicResourcesGuard first: a pod it refuses (DRA claims, which we do not allocate
-    # yet) costs no other plugin's PreFilter, and its reason is the one the user sees.
+    # DynamicResources last at PreFilter and Filter: device allocation is the dearest
+    # check, so the cheap ones prune the nodes first (kube's order too).
     "preFilter": _enabled(
-        "DynamicResourcesGuard",
         "NodeName",
         "NodeAffinity",
         "NodePorts",
@@ -86,6 +87,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "InterPodAffinity",
         "GpuTopology",
         "BackfillReservations",
+        "DynamicResources",
     ),
     "filter": _enabled(
         "NodeUnschedulable",
@@ -98,6 +100,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "InterPodAffinity",
         "GpuTopology",
         "BackfillReservations",
+        "DynamicResources",
     ),
     "preScore": _enabled(
         "TaintToleration",
@@ -121,7 +124,10 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         # one rank of it outweighs what the spreading scorers above can add up to in most
         # cases, so GPU placement decides and they break its ties (docs/configuration.md).
         EnabledPlugin("GpuTopology", 100),
+        # The same for GPUs allocated through DRA claims: the set's connectivity, then packing.
+        EnabledPlugin("DynamicResources", 100),
     ],
-    "reserve": _enabled("GpuTopology"),
+    "reserve": _enabled("GpuTopology", "DynamicResources"),
+    "preBind": _enabled("DynamicResources"),
     "bind": _enabled("DefaultBinder"),
 }

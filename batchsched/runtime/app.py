@@ -45,6 +45,7 @@ from batchsched.model.pod import parse_pod
 from batchsched.model.priority_class import parse_priority_class
 from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
+from batchsched.runtime.app_devices import device_informers
 from batchsched.runtime.app_housekeeping import Housekeeping
 from batchsched.runtime.app_invalid import InvalidObjects
 from batchsched.runtime.app_options import RunOptions
@@ -116,6 +117,7 @@ class App:
         self.scheduler = self._build_scheduler(config, api, profiles, pod_status, clock)
         self._init_informers(api)
         self._init_topology(api)
+        self._init_devices(api, profiles)
         self._init_preemption(api, pod_status)
         self.elector = self._init_leader_election(config, api, clock)
         patch: Patch = lambda path, body: merge_patch(api, path, body)  # noqa: E731
@@ -294,6 +296,9 @@ class App:
                 on_invalid=self.invalid.topology,
             )
         )
+
+    def _init_devices(self, api: ApiClient, profiles: Mapping[str, Profile]) -> None:
+        self.informers += device_informers(api, profiles, self.cache, self.queue, self.invalid)
 
     def stop(self) -> None:
         """Stop scheduling, let bindings in flight finish, release the lease (as on SIGTERM)."""

@@ -90,7 +90,7 @@ def test_the_worked_example_resolves_to_the_documented_scores() -> None:
     profile = load_config(_gpu_example()).profile("gpu-scheduler").describe()
     assert profile["score"] == [
         "NodeResourcesFit:10", "TaintToleration:3", "NodeAffinity:2", "PodTopologySpread:2",
-        "InterPodAffinity:2", "ImageLocality:1",
+        "InterPodAffinity:2", "ImageLocality:1", "DynamicResources:100",
     ]
     assert "NodeResourcesBalancedAllocation" not in profile["preScore"]
 

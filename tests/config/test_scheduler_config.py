@@ -161,7 +161,6 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
     plugins = config.profile("custom-scheduler").describe()
     assert plugins["queueSort"] == ["PrioritySort"]
     assert plugins["preFilter"] == [
-        "DynamicResourcesGuard",
         "NodeName",
         "NodeAffinity",
         "NodePorts",
@@ -170,6 +169,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "InterPodAffinity",
         "GpuTopology",
         "BackfillReservations",
+        "DynamicResources",
     ]
     assert plugins["filter"] == [
         "NodeUnschedulable",
@@ -182,6 +182,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "InterPodAffinity",
         "GpuTopology",
         "BackfillReservations",
+        "DynamicResources",
     ]
     assert plugins["score"] == [
         "TaintToleration:3",
@@ -192,7 +193,10 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
         "NodeResourcesBalancedAllocation:1",
         "ImageLocality:1",
         "GpuTopology:100",
+        "DynamicResources:100",
     ]
+    assert plugins["reserve"] == ["GpuTopology", "DynamicResources"]
+    assert plugins["preBind"] == ["DynamicResources"]
     assert plugins["bind"] == ["DefaultBinder"]
     assert config.build_profiles()["custom-scheduler"].describe()["score"] == plugins["score"]
 
@@ -211,6 +215,7 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
         "InterPodAffinity",
         "GpuTopology",
         "BackfillReservations",
+        "DynamicResources",
     ]
     assert plugins["score"] == [
         "NodeResourcesFit:1",
@@ -221,6 +226,7 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
         "NodeResourcesBalancedAllocation:1",
         "ImageLocality:1",
         "GpuTopology:100",
+        "DynamicResources:100",
     ]
     assert plugins["preScore"] == [
         "TaintToleration",
@@ -242,7 +248,8 @@ def test_v1_unknown_plugin_fails_naming_its_path_and_the_known_plugins() -> None
     message = str(caught.value)
     assert message.startswith(
         f'{path}: profiles[0].plugins.score.enabled[0].name: unknown plugin "GPUPriorityPlugin"; '
-        "known plugins: BackfillReservations, DefaultBinder, DynamicResourcesGuard, GangSort, "
+        "known plugins: BackfillReservations, DefaultBinder, DynamicResources, "
+        "DynamicResourcesGuard, GangSort, "
     )
     for name in ("ImageLocality", "InterPodAffinity", "NodeResourcesFit", "PrioritySort"):
         assert name in message

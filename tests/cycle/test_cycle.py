@@ -186,7 +186,7 @@ CLAIM = {"name": "gpu", "resourceClaimName": "shared-gpu"}
 
 
 def test_a_pod_no_eviction_could_help_is_rejected_as_unresolvable() -> None:
-    # DynamicResourcesGuard refuses DRA claims at PreFilter: UnschedulableAndUnresolvable.
+    # A claim that does not exist fails DynamicResources' PreFilter: UnschedulableAndUnresolvable.
     pod = make_pod("dra", "ml").gpus(1).set("spec.resourceClaims", [CLAIM]).view()
     decision = schedule_workload(Handle(gpu_nodes(1)), Workload(pod_key(pod), (pod,)))
     assert isinstance(decision, Reject) and decision.why is Why.UNRESOLVABLE

@@ -1,6 +1,7 @@
-"""A pod with a DRA claim (resource.k8s.io/v1, served by the v1.34 API server) is refused by
-the live scheduler: never bound, PodScheduled=False and a FailedScheduling Event naming the
-claim, while a pod without claims beside it binds (DynamicResourcesGuard, issue 14)."""
+"""A pod with a DRA claim (resource.k8s.io/v1, served by the v1.34 API server) that no node's
+devices can satisfy (a DeviceClass and a claim, but no ResourceSlice) is left unbound by the
+live scheduler, with PodScheduled=False and a FailedScheduling Event saying why, while a pod
+without claims beside it binds; the claim stays unallocated (DynamicResources)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,11 @@ import pytest
 from kubernetes_asyncio import client
 
 from batchsched.kube.client import request_json
-from batchsched.model.pod import parse_pod
-from batchsched.plugins.dynamic_resources_guard import refusal
+from batchsched.plugins.dynamic_resources import NO_DEVICES
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.integration.conftest import ignore_gone
 from tests.integration.control_plane import ControlPlane
-from tests.integration.helpers import create_node, create_pod, pod_body, wait_for
+from tests.integration.helpers import create_node, create_pod, wait_for
 from tests.integration.live import events_for, node_of, pod, running_scheduler
 
 NS = "default"
@@ -82,7 +82,7 @@ async def test_a_pod_with_a_resource_claim_stays_unbound_with_the_reason(
     api: client.ApiClient, control_plane: ControlPlane, claim: dict[str, Any]
 ) -> None:
     await create_node(api, make_node("n1").cpu("8"))
-    expected = f"0/1 nodes are available: {refusal(parse_pod(pod_body(claiming_pod())))}."
+    expected = f"0/1 nodes are available: 1 {NO_DEVICES}."
     async with running_scheduler(control_plane) as app:
         await create_pod(api, claiming_pod())
         await create_pod(api, make_pod("plain").cpu("100m"))

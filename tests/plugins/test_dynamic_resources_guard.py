@@ -87,9 +87,27 @@ def test_a_refused_pod_is_not_filtered_against_any_node() -> None:
     assert counting.calls == 3
 
 
-def test_the_default_profile_refuses_it_with_kube_schedulers_message_shape() -> None:
-    profile = default_config().build_profiles()["gpu-scheduler"]
-    assert profile.describe()["preFilter"][0] == "DynamicResourcesGuard"
+ENABLED = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gpu-scheduler
+  plugins:
+    preFilter:
+      enabled:
+      - name: DynamicResourcesGuard
+    multiPoint:
+      disabled:
+      - name: DynamicResources
+"""
+
+
+def test_enabled_instead_of_dynamic_resources_it_refuses_with_kube_schedulers_message_shape() -> (
+    None
+):
+    profile = load_config(ENABLED).build_profiles()["gpu-scheduler"]
+    assert "DynamicResourcesGuard" in profile.describe()["preFilter"]
+    assert "DynamicResources" not in profile.describe()["preFilter"]
     snapshot = snapshot_of([make_node("n1").cpu("8"), make_node("n2").cpu("8")])
     pod = claiming(SHARED, FROM_TEMPLATE).view()
     result = ProfileRunner(profile).schedule_one(pod, snapshot)
@@ -98,21 +116,7 @@ def test_the_default_profile_refuses_it_with_kube_schedulers_message_shape() -> 
     assert all(not info.pods for info in snapshot.nodes)  # nothing assumed
 
 
-DISABLED = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gpu-scheduler
-  plugins:
-    multiPoint:
-      disabled:
-      - name: DynamicResourcesGuard
-"""
-
-
-def test_disabling_the_guard_lets_such_a_pod_be_placed_as_before() -> None:
-    profile = load_config(DISABLED).build_profiles()["gpu-scheduler"]
+def test_the_default_profile_allocates_claims_instead_of_refusing_them() -> None:
+    profile = default_config().build_profiles()["gpu-scheduler"]
     assert "DynamicResourcesGuard" not in profile.describe()["preFilter"]
-    snapshot = snapshot_of([make_node("n1").cpu("8")])
-    result = ProfileRunner(profile).schedule_one(claiming(SHARED).view(), snapshot)
-    assert result.node_name == "n1"
+    assert profile.describe()["preFilter"][-1] == "DynamicResources"

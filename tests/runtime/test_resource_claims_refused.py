@@ -1,5 +1,6 @@
-"""Pods with DRA claims in the live loop: refused with a reason the user sees, never bound,
-and a gang with such a member holds nothing (DynamicResourcesGuard, issue 14's interim)."""
+"""Pods whose DRA claim does not exist, in the live loop: refused with a reason the user sees,
+never bound, not offered to preemption, and a gang with such a member holds nothing
+(DynamicResources' PreFilter: a missing claim is unresolvable)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from dataclasses import dataclass
 import pytest
 
 from batchsched.model.pod import PodView
-from batchsched.plugins.dynamic_resources_guard import refusal
 from batchsched.runtime.scheduler import Scheduler
 from tests.builders import PodBuilder, make_node, make_pod
 from tests.runtime import test_gang_cycle as gang_cycle
@@ -24,7 +24,7 @@ def claiming(builder: PodBuilder) -> PodBuilder:
 
 
 def unschedulable(pod: PodView, nodes: int) -> str:
-    return f"0/{nodes} nodes are available: {refusal(pod)}."
+    return f"0/{nodes} nodes are available: ResourceClaim {pod.namespace}/shared-gpu not found."
 
 
 async def test_a_pod_with_claims_gets_the_condition_and_event_and_is_never_bound() -> None:
@@ -36,11 +36,7 @@ async def test_a_pod_with_claims_gets_the_condition_and_event_and_is_never_bound
     scheduler.schedule_one(pop(scheduler))
     await scheduler.drain()
     message = unschedulable(pod, 1)
-    assert message == (
-        "0/1 nodes are available: pod has Dynamic Resource Allocation claims "
-        "[gpu (ResourceClaim shared-gpu)]: batchsched does not allocate DRA claims yet and "
-        "will not bind this pod; use a scheduler that does (e.g. default-scheduler)."
-    )
+    assert message == "0/1 nodes are available: ResourceClaim default/shared-gpu not found."
     assert recorded.unschedulable == [("default/dra", message)]  # PodScheduled=False
     assert ("default/dra", "FailedScheduling", message) in recorded.events
     assert binds.bound == []
