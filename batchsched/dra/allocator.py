@@ -34,6 +34,8 @@ from gpu.topology import NodeTopology
 
 # Candidate sets tried per node before the search gives up on it.
 MAX_STEPS: Final = 2000
+# Selector verdicts remembered (expression, device) before starting over.
+MAX_VERDICTS: Final = 1_000_000
 
 
 class AllocationError(ValueError):
@@ -49,12 +51,16 @@ class NodeDevices:
     everywhere: frozenset[DeviceId] = frozenset()  # devices of allNodes slices
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """Allocations for the pod's unallocated claims on one node, and their worst set quality
-    (the node's score: 0 when no request asked for more than one device)."""
+Pick = tuple[int, Choice, DeviceSet]  # (index of the claim, the choice, its devices)
 
-    allocations: tuple[tuple[str, Allocation], ...]
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """Devices for the pod's unallocated claims on one node, and their worst set quality
+    (the node's score: 0 when no request asked for more than one device). It depends only
+    on what the claims ask for, not on their names, so pods that ask alike share it."""
+
+    picks: tuple[Pick, ...]
     quality: int
     devices: int
 
@@ -64,11 +70,26 @@ class Matcher:
 
     def __init__(self, classes: Mapping[str, DeviceClass]) -> None:
         self._classes = classes
-        self._verdicts: dict[tuple[str, DeviceId], bool] = {}
+        # Verdicts outlive slice and class changes: a device whose slice is republished
+        # unchanged is the same device (its attributes are the verdict's only input).
+        self._verdicts: dict[tuple[str, DeviceId], tuple[Device, bool]] = {}
+        self._matching: dict[tuple[str, tuple[str, ...], str], tuple[Device, ...]] = {}
 
     def reset(self, classes: Mapping[str, DeviceClass]) -> None:
+        """Slices or classes changed: which devices match which choice must be redone."""
         self._classes = classes
-        self._verdicts.clear()
+        self._matching.clear()
+        if len(self._verdicts) > MAX_VERDICTS:
+            self._verdicts.clear()
+
+    def matching(self, choice: Choice, node: NodeDevices) -> tuple[Device, ...]:
+        """The devices `node` reaches that match `choice`, whether free or not."""
+        key = (choice.device_class, choice.selectors, node.node_name)
+        found = self._matching.get(key)
+        if found is None:
+            found = tuple(d for d in node.reachable if self.matches(choice, d))
+            self._matching[key] = found
+        return found
 
     def device_class(self, name: str) -> DeviceClass:
         found = self._classes.get(name)
@@ -85,13 +106,14 @@ class Matcher:
     def _holds(self, expression: str, device: Device) -> bool:
         key = (expression, device.id)
         found = self._verdicts.get(key)
-        if found is None:
-            try:
-                found = compile_selector(expression).matches(device)
-            except (CelError, CelEvalError) as err:
-                raise AllocationError(str(err)) from err
-            self._verdicts[key] = found
-        return found
+        if found is not None and found[0] is device:
+            return found[1]
+        try:
+            verdict = compile_selector(expression).matches(device)
+        except (CelError, CelEvalError) as err:
+            raise AllocationError(str(err)) from err
+        self._verdicts[key] = (device, verdict)
+        return verdict
 
 
 @dataclass(slots=True)
@@ -100,28 +122,51 @@ class _Search:
     matcher: Matcher
     steps: int = 0
     used: set[DeviceId] = field(default_factory=set)
-    picks: list[tuple[str, Choice, DeviceSet]] = field(default_factory=list)
+    picks: list[Pick] = field(default_factory=list)
 
 
-def allocate(claims: Sequence[ResourceClaim], node: NodeDevices, matcher: Matcher) -> Plan | None:
+Work = Sequence[tuple[int, ResourceClaim, DeviceRequest]]
+
+
+def search(claims: Sequence[ResourceClaim], node: NodeDevices, matcher: Matcher) -> Found | None:
     """Devices for every request of `claims` on `node`, or None when they do not fit.
     Raises AllocationError for a claim that cannot be allocated anywhere."""
-    work = [(claim, request) for claim in claims for request in claim.requests]
-    search = _Search(node, matcher)
-    if not _fill(search, work, 0, {}):
+    work = [(i, claim, request) for i, claim in enumerate(claims) for request in claim.requests]
+    if not _enough(work, node, matcher):
         return None
-    return _plan(claims, search)
+    state = _Search(node, matcher)
+    if not _fill(state, work, 0, {}):
+        return None
+    sizes = [len(chosen.devices) for _, _, chosen in state.picks]
+    multi = [chosen.quality for _, _, chosen in state.picks if len(chosen.devices) > 1]
+    return Found(tuple(state.picks), min(multi, default=0), sum(sizes))
+
+
+def _enough(work: Work, node: NodeDevices, matcher: Matcher) -> bool:
+    """A quick necessary check: each single-choice ExactCount request alone has enough free
+    matching devices (most nodes of a busy cluster fail here, without a search)."""
+    in_use = node.in_use
+    for _, _, request in work:
+        if len(request.choices) != 1:
+            continue
+        choice = request.choices[0]
+        if choice.mode == ALL or choice.admin_access:
+            continue
+        free = 0
+        for device in matcher.matching(choice, node):
+            if device.id not in in_use:
+                free += 1
+        if free < choice.count:
+            return False
+    return True
 
 
 def _fill(
-    search: _Search,
-    work: Sequence[tuple[ResourceClaim, DeviceRequest]],
-    at: int,
-    fixed: dict[tuple[str, str], AttributeValue],
+    search: _Search, work: Work, at: int, fixed: dict[tuple[str, str], AttributeValue]
 ) -> bool:
     if at == len(work):
         return True
-    claim, request = work[at]
+    index, claim, request = work[at]
     for choice in request.choices:
         for chosen in _candidates(search, claim, choice, fixed):
             search.steps += 1
@@ -131,7 +176,7 @@ def _fill(
             if pinned is None:
                 continue
             search.used.update(d.id for d in chosen.devices)
-            search.picks.append((claim.key, choice, chosen))
+            search.picks.append((index, choice, chosen))
             if _fill(search, work, at + 1, pinned):
                 return True
             search.picks.pop()
@@ -148,7 +193,7 @@ def _candidates(
     fixed: Mapping[tuple[str, str], AttributeValue],
 ) -> Iterator[DeviceSet]:
     node, used = search.node, search.used
-    matching = [d for d in node.reachable if search.matcher.matches(choice, d)]
+    matching = search.matcher.matching(choice, node)
     if not choice.admin_access:
         matching_free = [d for d in matching if d.id not in node.in_use and d.id not in used]
     else:
@@ -202,40 +247,33 @@ def _pin(
     return pinned
 
 
-def _plan(claims: Sequence[ResourceClaim], search: _Search) -> Plan:
-    node = search.node
-    quality: int | None = None
-    allocations = []
-    total = 0
-    for claim in claims:
-        results: list[AllocatedDevice] = []
-        local = False
-        for key, choice, chosen in search.picks:
-            if key != claim.key:
-                continue
-            if len(chosen.devices) > 1:
-                quality = chosen.quality if quality is None else min(quality, chosen.quality)
-            for device in chosen.devices:
-                local = local or device.id not in node.everywhere
-                results.append(
-                    AllocatedDevice(
-                        choice.name, device.driver, device.pool, device.name, choice.admin_access
-                    )
-                )
-        total += len(results)
-        pin = (NodeSelectorTerm((), (Requirement("metadata.name", IN, (node.node_name,)),)),)
-        allocation = Allocation(tuple(results), pin if local else (), _configs(claim, search))
-        allocations.append((claim.key, allocation))
-    return Plan(tuple(allocations), quality or 0, total)
+def allocations(
+    claims: Sequence[ResourceClaim], node: NodeDevices, found: Found, matcher: Matcher
+) -> tuple[tuple[str, Allocation], ...]:
+    """What `found` means for each claim: its devices, the node selector (pinned to the node
+    unless every device is reachable from all nodes) and the driver configuration."""
+    pin = (NodeSelectorTerm((), (Requirement("metadata.name", IN, (node.node_name,)),)),)
+    made = []
+    for index, claim in enumerate(claims):
+        picks = [(choice, chosen) for i, choice, chosen in found.picks if i == index]
+        results = tuple(
+            AllocatedDevice(choice.name, d.driver, d.pool, d.name, choice.admin_access)
+            for choice, chosen in picks
+            for d in chosen.devices
+        )
+        local = any(r.id not in node.everywhere for r in results)
+        configs = _configs(claim, [choice for choice, _ in picks], matcher)
+        made.append((claim.key, Allocation(results, pin if local else (), configs)))
+    return tuple(made)
 
 
-def _configs(claim: ResourceClaim, search: _Search) -> tuple[tuple[str, OpaqueConfig], ...]:
+def _configs(
+    claim: ResourceClaim, choices: Sequence[Choice], matcher: Matcher
+) -> tuple[tuple[str, OpaqueConfig], ...]:
     """The class configuration of each request's class, then the claim's own (kube's order)."""
     found: list[tuple[str, OpaqueConfig]] = []
-    for key, choice, _ in search.picks:
-        if key != claim.key:
-            continue
-        for config in search.matcher.device_class(choice.device_class).config:
+    for choice in choices:
+        for config in matcher.device_class(choice.device_class).config:
             scoped = OpaqueConfig(config.driver, config.parameters_json, (choice.name,))
             found.append(("FromClass", scoped))
     found.extend(("FromClaim", config) for config in claim.config)

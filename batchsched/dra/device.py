@@ -33,10 +33,10 @@ class Device:
     name: str
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     capacity: Mapping[str, Fraction] = field(default_factory=dict)  # exact quantities
+    id: DeviceId = field(init=False, compare=False)  # read per device per node per cycle
 
-    @property
-    def id(self) -> DeviceId:
-        return DeviceId(f"{self.driver}/{self.pool}/{self.name}")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", DeviceId(f"{self.driver}/{self.pool}/{self.name}"))
 
 
 def qualified(name: str, driver: str) -> str:

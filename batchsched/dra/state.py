@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from itertools import count
+from typing import Final
 
 from batchsched.dra.device import Device, DeviceId
 from batchsched.dra.objects import Allocation, DeviceClass, ResourceClaim, ResourceSlice
@@ -32,6 +34,11 @@ class _Pool:
         return sorted(found, key=lambda s: s.name)
 
 
+# Versions and epochs come from one counter for every DraState, so a cache keyed by them
+# cannot mistake one state (a rebuilt snapshot, a what-if) for another.
+_STAMPS: Final = count(1)
+
+
 class DraState:
     def __init__(self) -> None:
         self.classes: dict[str, DeviceClass] = {}
@@ -39,6 +46,10 @@ class DraState:
         self._slices: dict[str, ResourceSlice] = {}
         self._pools: dict[tuple[str, str], _Pool] = {}
         self._local: dict[str, tuple[Device, ...]] = {}  # node name -> its devices
+        # What each pool's current generation gives: devices per node, and shared slices.
+        self._contributions: dict[
+            tuple[str, str], tuple[dict[str, tuple[Device, ...]], tuple[ResourceSlice, ...]]
+        ] = {}
         self._shared: tuple[ResourceSlice, ...] = ()  # slices reaching several nodes
         self.everywhere: frozenset[DeviceId] = frozenset()  # devices of allNodes slices
         self._in_use: dict[DeviceId, str] = {}  # device -> the claim holding it
@@ -46,48 +57,81 @@ class DraState:
         self.assumed: dict[str, tuple[Allocation, str]] = {}
         self._log: list[tuple[str, tuple[Allocation, str] | None]] = []
         self._marks: list[int] = []
-        self.version = 0  # bumped on every change of slices or classes (match caches)
+        self.version = next(_STAMPS)  # new on every change of slices or classes
+        # Bumped when a device of the node (or, for "", of a shared slice) is taken or given
+        # back: a node's allocation search can be reused until its generation moves.
+        self._generations: dict[str, int] = {}
+        self._node_of: dict[DeviceId, str] = {}
+        self._epoch = next(_STAMPS)  # new when slices, classes or shared devices change
 
     # Watch events (never inside a trial).
 
     def set_class(self, device_class: DeviceClass) -> None:
         self.classes[device_class.name] = device_class
-        self.version += 1
+        self.version = next(_STAMPS)
+        self._epoch = next(_STAMPS)
 
     def remove_class(self, name: str) -> None:
         self.classes.pop(name, None)
-        self.version += 1
+        self.version = next(_STAMPS)
+        self._epoch = next(_STAMPS)
 
     def set_slice(self, resource_slice: ResourceSlice) -> None:
-        self.remove_slice(resource_slice.name)
+        old = self._slices.get(resource_slice.name)
+        if old is not None and (old.driver, old.pool) != (
+            resource_slice.driver,
+            resource_slice.pool,
+        ):
+            self.remove_slice(old.name)
         self._slices[resource_slice.name] = resource_slice
         key = (resource_slice.driver, resource_slice.pool)
         self._pools.setdefault(key, _Pool()).slices[resource_slice.name] = resource_slice
-        self._reindex()
+        self._reindex(key)
 
     def remove_slice(self, name: str) -> None:
         old = self._slices.pop(name, None)
         if old is None:
             return
-        pool = self._pools[(old.driver, old.pool)]
+        key = (old.driver, old.pool)
+        pool = self._pools[key]
         del pool.slices[name]
         if not pool.slices:
-            del self._pools[(old.driver, old.pool)]
-        self._reindex()
+            del self._pools[key]
+        self._reindex(key)
 
-    def _reindex(self) -> None:
+    def _reindex(self, key: tuple[str, str]) -> None:
+        """Index one pool's devices again, and the nodes it reaches (a pool changes alone)."""
         local: dict[str, list[Device]] = {}
         shared: list[ResourceSlice] = []
-        for key in sorted(self._pools):
-            for current in self._pools[key].current():
-                if current.node_name:
-                    local.setdefault(current.node_name, []).extend(current.devices)
-                else:
-                    shared.append(current)
-        self._local = {node: tuple(devices) for node, devices in local.items()}
-        self._shared = tuple(shared)
-        self.everywhere = frozenset(d.id for s in shared if s.all_nodes for d in s.devices)
-        self.version += 1
+        pool = self._pools.get(key)
+        for current in pool.current() if pool is not None else ():
+            if current.node_name:
+                local.setdefault(current.node_name, []).extend(current.devices)
+            else:
+                shared.append(current)
+        old_local, old_shared = self._contributions.pop(key, ({}, ()))
+        if local or shared:
+            self._contributions[key] = ({n: tuple(d) for n, d in local.items()}, tuple(shared))
+        for node in old_local.keys() | local.keys():
+            self._index_node(node)
+        if old_shared or shared:
+            every = [s for k in sorted(self._contributions) for s in self._contributions[k][1]]
+            self._shared = tuple(every)
+            self.everywhere = frozenset(d.id for s in every if s.all_nodes for d in s.devices)
+        self.version = next(_STAMPS)
+        self._epoch = next(_STAMPS)
+
+    def _index_node(self, node: str) -> None:
+        for device in self._local.get(node, ()):
+            self._node_of.pop(device.id, None)
+        pools = sorted(k for k, (local, _) in self._contributions.items() if node in local)
+        devices = tuple(d for k in pools for d in self._contributions[k][0][node])
+        if devices:
+            self._local[node] = devices
+        else:
+            self._local.pop(node, None)
+        for device in devices:
+            self._node_of[device.id] = node
 
     def set_claim(self, claim: ResourceClaim) -> None:
         old = self.claims.get(claim.key)
@@ -121,6 +165,10 @@ class DraState:
         reach = dict(labels)
         shared = [d for s in self._shared if s.reaches(node_name, reach) for d in s.devices]
         return local + tuple(shared)
+
+    def generation(self, node_name: str) -> int:
+        """Changes whenever what `node_name` can be allocated may have changed."""
+        return (self._epoch << 32) | self._generations.get(node_name, 0)
 
     def holder(self, device: DeviceId) -> str | None:
         """The claim holding `device`, or None when it is free."""
@@ -182,9 +230,15 @@ class DraState:
     def _hold(self, allocation: Allocation | None, key: str, sign: int) -> None:
         if allocation is None:
             return
+        gens, node_of = self._generations, self._node_of
         for result in allocation.devices:
             if result.admin_access:
                 continue
+            node = node_of.get(result.id)
+            if node is None:
+                self._epoch = next(_STAMPS)
+            else:
+                gens[node] = gens.get(node, 0) + 1
             if sign > 0:
                 self._in_use[result.id] = key
             elif self._in_use.get(result.id) == key:

@@ -22,7 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, Protocol
 
-from batchsched.dra.allocator import AllocationError, Matcher, NodeDevices, Plan, allocate
+from batchsched.dra.allocator import (
+    AllocationError,
+    Found,
+    Matcher,
+    NodeDevices,
+    allocations,
+    search,
+)
 from batchsched.dra.objects import ADMIN_ACCESS_LABEL, MAX_RESERVED_FOR, Allocation, ResourceClaim
 from batchsched.dra.state import DraState
 from batchsched.framework.cycle_state import CycleState, StateKey
@@ -35,6 +42,7 @@ from batchsched.snapshot import NodeInfo, Snapshot
 
 NOT_ON_NODE: Final = "node(s) cannot reach the devices already allocated to the pod's claims"
 NO_DEVICES: Final = "node(s) did not have enough free devices for the pod's claims"
+MAX_CACHED: Final = 65536  # searches (and claim signatures) remembered before starting over
 
 
 class ClaimWriter(Protocol):
@@ -55,6 +63,7 @@ class PodClaims:
     dra: DraState
     allocated: tuple[ResourceClaim, ...]  # allocated already (or by an earlier gang member)
     pending: tuple[ResourceClaim, ...]  # still to allocate
+    signature: int  # what the pending claims ask for, interned: pods alike share searches
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +83,11 @@ class DynamicResources:
         self.writer: ClaimWriter = writer or NotConnected()
         self._matcher = Matcher({})
         self._version = -1
-        # The pod of the cycle in progress and its plan per node (Filter -> Score).
-        self._pod: PodView | None = None
-        self._plans: dict[str, Plan] = {}
+        # Searches by (what the claims ask for, node), valid while the node's DRA generation
+        # holds: gang members and replicas ask alike, and most nodes do not change between
+        # two pods (kube-scheduler's opportunistic batching, for devices).
+        self._signatures: dict[tuple[object, ...], int] = {}
+        self._found: dict[tuple[int, str], tuple[tuple[int, int], Found | None, int]] = {}
         self._not_on_node = unresolvable(NOT_ON_NODE).with_plugin(self.name)
         self._no_devices = unschedulable(NO_DEVICES).with_plugin(self.name)
 
@@ -98,9 +109,38 @@ class DynamicResources:
             return None, unresolvable(str(err))
         allocated = tuple(c for c in found if c.allocation is not None)
         pending = tuple(c for c in found if c.allocation is None)
-        state.write(CLAIMS_KEY, PodClaims(dra, allocated, pending))
-        self._pod, self._plans = pod, {}
+        state.write(CLAIMS_KEY, PodClaims(dra, allocated, pending, self._signature(pending)))
         return None, OK
+
+    def _signature(self, pending: Sequence[ResourceClaim]) -> int:
+        asked = tuple((c.requests, c.constraints) for c in pending)
+        found = self._signatures.get(asked)
+        if found is None:
+            if len(self._signatures) >= MAX_CACHED:
+                self._signatures.clear()
+                self._found.clear()
+            found = self._signatures[asked] = len(self._signatures)
+        return found
+
+    def _search(self, claims: PodClaims, node: NodeInfo) -> tuple[Found | None, int]:
+        """The search for the pod's pending claims on `node` (cached), and how many devices
+        the node would have free after it."""
+        key = (claims.signature, node.name)
+        # The node's own generation too: its labels (slices by node selector) and its GPU
+        # topology (the NVLink islands sets are chosen by) are the search's inputs as well.
+        generation = (claims.dra.generation(node.name), node.generation)
+        cached = self._found.get(key)
+        if cached is not None and cached[0] == generation:
+            return cached[1], cached[2]
+        devices = node_devices(claims.dra, node)
+        found = search(claims.pending, devices, self._matcher)
+        in_use = devices.in_use
+        free = sum(1 for d in devices.reachable if d.id not in in_use)
+        free_after = free - (found.devices if found is not None else 0)
+        if len(self._found) >= MAX_CACHED:
+            self._found.clear()
+        self._found[key] = (generation, found, free_after)
+        return found, free_after
 
     def filter(self, state: CycleState, pod: PodView, node: NodeInfo) -> Status:
         claims = state.read(CLAIMS_KEY)
@@ -112,22 +152,20 @@ class DynamicResources:
         if not claims.pending:
             return OK
         try:
-            plan = allocate(claims.pending, node_devices(claims.dra, node), self._matcher)
+            found, _ = self._search(claims, node)
         except AllocationError as err:
             return unresolvable(str(err))
-        if plan is None:
-            return self._no_devices
-        if pod is self._pod:
-            self._plans[node.name] = plan
-        return OK
+        return OK if found is not None else self._no_devices
 
     def score(self, state: CycleState, pod: PodView, node: NodeInfo) -> int:
-        plan = self._plans.get(node.name) if pod is self._pod else None
-        if plan is None:
+        claims = state.get(CLAIMS_KEY)
+        if claims is None or not claims.pending:
             return 0
-        devices = node_devices(state.read(CLAIMS_KEY).dra, node)
-        free_after = sum(1 for d in devices.reachable if d.id not in devices.in_use) - plan.devices
-        return plan.quality * 1000 - min(free_after, 999)
+        # Filter searched this node for these claims a moment ago: read what it found.
+        cached = self._found.get((claims.signature, node.name))
+        if cached is None or cached[1] is None:
+            return 0
+        return cached[1].quality * 1000 - min(cached[2], 999)
 
     def normalize_scores(
         self, state: CycleState, pod: PodView, nodes: Sequence[NodeInfo], scores: list[int]
@@ -150,17 +188,19 @@ class DynamicResources:
                 node_name, dict(info.node.labels)
             ):
                 return self._not_on_node
-        plan: Plan | None = Plan((), 0, 0)
+        made: tuple[tuple[str, Allocation], ...] = ()
         if pending:
+            devices = node_devices(dra, info)
             try:
-                plan = allocate(pending, node_devices(dra, info), self._matcher)
+                chosen = search(pending, devices, self._matcher)
             except AllocationError as err:
                 return unresolvable(str(err))
-        if plan is None:
-            return self._no_devices
-        for key, allocation in plan.allocations:
+            if chosen is None:
+                return self._no_devices
+            made = allocations(pending, devices, chosen, self._matcher)
+        for key, allocation in made:
             dra.assume(key, allocation, pod.uid)
-        state.write(RESERVED_KEY, Reserved(plan.allocations, tuple(found)))
+        state.write(RESERVED_KEY, Reserved(made, tuple(found)))
         return OK
 
     def unreserve(
