@@ -37,6 +37,7 @@ class _Pool:
 # Versions and epochs come from one counter for every DraState, so a cache keyed by them
 # cannot mistake one state (a rebuilt snapshot, a what-if) for another.
 _STAMPS: Final = count(1)
+RELEASED: Final = "released"
 
 
 class DraState:
@@ -55,7 +56,10 @@ class DraState:
         self._in_use: dict[DeviceId, str] = {}  # device -> the claim holding it
         # Allocations made here and not yet seen in a claim: claim key -> (allocation, pod uid).
         self.assumed: dict[str, tuple[Allocation, str]] = {}
-        self._log: list[tuple[str, tuple[Allocation, str] | None]] = []
+        # Undo log: (key, previous assumed allocation) or (key, RELEASED) for a release.
+        self._log: list[tuple[str, tuple[Allocation, str] | str | None]] = []
+        self._released: set[str] = set()  # claims whose devices an eviction what-if freed
+        self._by_consumer: dict[str, set[str]] = {}  # pod uid -> claims reserved for it
         self._marks: list[int] = []
         self.version = next(_STAMPS)  # new on every change of slices or classes
         # Bumped when a device of the node (or, for "", of a shared slice) is taken or given
@@ -139,7 +143,9 @@ class DraState:
             self.remove_claim(old.key)
         if old is not None:
             self._hold(old.allocation, old.key, -1)
+            self._index_consumers(old, -1)
         self.claims[claim.key] = claim
+        self._index_consumers(claim, 1)
         if claim.allocation is not None:
             # The API shows an allocation: ours landed (or another scheduler's did).
             assumed = self.assumed.pop(claim.key, None)
@@ -151,9 +157,22 @@ class DraState:
         old = self.claims.pop(key, None)
         if old is not None:
             self._hold(old.allocation, key, -1)
+            self._index_consumers(old, -1)
         assumed = self.assumed.pop(key, None)
         if assumed is not None:
             self._hold(assumed[0], key, -1)
+
+    def _index_consumers(self, claim: ResourceClaim, sign: int) -> None:
+        for consumer in claim.reserved_for:
+            if consumer.resource != "pods":
+                continue
+            keys = self._by_consumer.setdefault(consumer.uid, set())
+            if sign > 0:
+                keys.add(claim.key)
+            else:
+                keys.discard(claim.key)
+                if not keys:
+                    del self._by_consumer[consumer.uid]
 
     # What a cycle reads.
 
@@ -209,6 +228,25 @@ class DraState:
         if self._marks:
             self._log.append((key, previous))
 
+    def release_consumer(self, pod_uid: str) -> None:
+        """Inside a trial: the pod is evicted, so every claim only it uses gives its devices
+        back (the resourceclaim controller deallocates such a claim once the pod is gone)."""
+        if not self._marks:
+            raise RuntimeError("devices are released only inside a trial (a what-if)")
+        keys = set(self._by_consumer.get(pod_uid, ()))
+        keys.update(k for k, (_, uid) in self.assumed.items() if uid == pod_uid)
+        for key in sorted(keys - self._released):
+            claim = self.claims.get(key)
+            users = {c.uid for c in claim.reserved_for} if claim is not None else set()
+            if users - {pod_uid}:
+                continue  # shared with a pod that stays
+            allocation = claim.allocation if claim is not None else None
+            if allocation is None and key in self.assumed:
+                allocation = self.assumed[key][0]
+            self._hold(allocation, key, -1)
+            self._released.add(key)
+            self._log.append((key, RELEASED))
+
     def begin(self) -> None:
         self._marks.append(len(self._log))
 
@@ -217,15 +255,30 @@ class DraState:
         if keep:
             if not self._marks:
                 del self._log[mark:]
+                for key in self._released:  # releases are what-ifs: none outlives its trial
+                    self._hold(self._allocation_of(key), key, 1)
+                self._released.clear()
             return
         while len(self._log) > mark:
             key, previous = self._log.pop()
+            if previous == RELEASED:
+                self._released.discard(key)
+                self._hold(self._allocation_of(key), key, 1)
+                continue
+            assert not isinstance(previous, str)
             current = self.assumed.pop(key, None)
             if current is not None:
                 self._hold(current[0], key, -1)
             if previous is not None:
                 self.assumed[key] = previous
                 self._hold(previous[0], key, 1)
+
+    def _allocation_of(self, key: str) -> Allocation | None:
+        claim = self.claims.get(key)
+        if claim is not None and claim.allocation is not None:
+            return claim.allocation
+        assumed = self.assumed.get(key)
+        return assumed[0] if assumed is not None else None
 
     def _hold(self, allocation: Allocation | None, key: str, sign: int) -> None:
         if allocation is None:

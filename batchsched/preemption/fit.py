@@ -33,11 +33,13 @@ def dry_run_profile(profile: Profile) -> Profile:
 
 @contextmanager
 def evicted_pods(snapshot: Snapshot, pods: Iterable[PodView]) -> Iterator[None]:
-    """The snapshot without these pods, for the duration of the block."""
+    """The snapshot without these pods, for the duration of the block; the devices of DRA
+    claims that only they use are free again too."""
     trial = snapshot.begin_trial()
     try:
         for pod in pods:
             snapshot.forget(pod)
+            snapshot.dra.release_consumer(pod.uid)
         yield
     finally:
         trial.discard()
