@@ -103,6 +103,7 @@ class _PolicyBuilder:
             half_life_s=self.spec.fair_share.half_life,
             reservations=self.spec.backfill.reservations,
             starvation_s=self.spec.backfill.starvation_after,
+            device_classes=dict(self.spec.device_classes),
         )
 
     def _issue(self, path: str, message: str) -> None:

@@ -95,7 +95,14 @@ def _duration(value: object) -> float:
     return parse_duration(value)
 
 
+def _dns_subdomain(value: str) -> str:
+    if not _DNS_SUBDOMAIN.fullmatch(value):
+        raise ValueError("not a DeviceClass name: a DNS subdomain such as gpu.nvidia.com")
+    return value
+
+
 TenantName = Annotated[str, AfterValidator(_dns_label)]
+DeviceClassName = Annotated[str, AfterValidator(_dns_subdomain)]
 Namespace = Annotated[str, AfterValidator(_dns_label)]
 QueueValue = Annotated[str, AfterValidator(_label_value), Field(min_length=1)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
@@ -145,4 +152,7 @@ class QuotaDocument(Spec):
     fair_share: FairShare = FairShare()
     backfill: Backfill = Backfill()
     gpu_models: dict[ModelAlias, ModelAlias] = Field(default_factory=dict)
+    # DRA: which quota resource a device of each DeviceClass counts as (one device = one
+    # unit; one whole GPU when mapped to nvidia.com/gpu).
+    device_classes: dict[DeviceClassName, ResourceName] = Field(default_factory=dict)
     tenants: Sequence[TenantSpec] = Field(min_length=1)

@@ -17,8 +17,25 @@ from queues.model import MILLI_PER_GPU, Amounts, flavor_key, total
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
-def pod_demand(pod: PodView, product: str | None = None) -> dict[str, int]:
-    """The pod's quota demand; `product` is its node's GPU model when it is placed."""
+def device_demand(devices: Mapping[str, int], classes: Mapping[str, str]) -> dict[str, int]:
+    """What devices allocated (or asked for) through DRA claims count, by DeviceClass, under
+    the quota file's `deviceClasses`: a device of a class mapped to nvidia.com/gpu is one
+    whole GPU, any other mapped device one unit; unmapped classes count nothing."""
+    out: dict[str, int] = {}
+    for device_class, count in devices.items():
+        resource = classes.get(device_class)
+        if resource is None or count <= 0:
+            continue
+        amount = count * MILLI_PER_GPU if resource == NVIDIA_GPU else count
+        out[resource] = out.get(resource, 0) + amount
+    return out
+
+
+def pod_demand(
+    pod: PodView, product: str | None = None, devices: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """The pod's quota demand; `product` is its node's GPU model when it is placed;
+    `devices` what its DRA claims count (device_demand)."""
     out = _resources(pod.requests)
     try:
         milli = gpu_request(pod).total_milli
@@ -30,15 +47,20 @@ def pod_demand(pod: PodView, product: str | None = None) -> dict[str, int]:
             out[flavor_key(product)] = milli
     else:
         out.pop(NVIDIA_GPU, None)
+    for name, amount in (devices or {}).items():
+        out[name] = out.get(name, 0) + amount
     return out
 
 
 def gang_demand(
-    pods: Iterable[PodView], products: Mapping[str, str] | None = None
+    pods: Iterable[PodView],
+    products: Mapping[str, str] | None = None,
+    devices: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, int]:
-    """Sum over members; `products` maps a member's uid to its node's GPU model."""
-    products = products or {}
-    return total(pod_demand(p, products.get(p.uid)) for p in pods)
+    """Sum over members; `products` maps a member's uid to its node's GPU model, `devices`
+    to what its DRA claims count."""
+    products, devices = products or {}, devices or {}
+    return total(pod_demand(p, products.get(p.uid), devices.get(p.uid)) for p in pods)
 
 
 def capacity_of(allocatable: Iterable[tuple[Resources, Mapping[str, str]]]) -> dict[str, int]:

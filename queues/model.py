@@ -100,6 +100,8 @@ class QuotaPolicy:
     half_life_s: float = 24 * 3600.0  # how fast past usage is forgiven in fair-share order
     reservations: int = 4  # gangs at the head that get a backfill reservation (bf_max_job_test)
     starvation_s: float = 3600.0  # a gang waiting longer always gets a reservation
+    # DRA DeviceClass -> the quota resource its devices count as (queues.demand.device_demand)
+    device_classes: Mapping[str, str] = field(default_factory=dict)
     _by_namespace: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     _by_queue: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     _paths: Mapping[str, tuple[Tenant, ...]] = field(

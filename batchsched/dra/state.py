@@ -189,6 +189,11 @@ class DraState:
         """Changes whenever what `node_name` can be allocated may have changed."""
         return (self._epoch << 32) | self._generations.get(node_name, 0)
 
+    def all_devices(self) -> list[Device]:
+        """Every device of a current pool, once."""
+        found = [d for devices in self._local.values() for d in devices]
+        return found + [d for s in self._shared for d in s.devices]
+
     def holder(self, device: DeviceId) -> str | None:
         """The claim holding `device`, or None when it is free."""
         return self._in_use.get(device)

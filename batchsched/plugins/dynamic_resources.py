@@ -31,6 +31,7 @@ from batchsched.dra.allocator import (
     search,
 )
 from batchsched.dra.objects import ADMIN_ACCESS_LABEL, MAX_RESERVED_FOR, Allocation, ResourceClaim
+from batchsched.dra.resolve import resolve_claims
 from batchsched.dra.state import DraState
 from batchsched.framework.cycle_state import CycleState, StateKey
 from batchsched.framework.interfaces import MAX_NODE_SCORE, PreFilterResult
@@ -226,35 +227,6 @@ class DynamicResources:
             except Exception as err:  # the runtime unreserves and requeues the pod
                 return error(f"writing the allocation of ResourceClaim {claim.key}: {err}")
         return OK
-
-
-def resolve_claims(pod: PodView, dra: DraState) -> list[ResourceClaim] | str:
-    """The pod's claims as the snapshot knows them (with pending allocations), or why not."""
-    found: list[ResourceClaim] = []
-    seen: set[str] = set()
-    for entry in pod.resource_claims:
-        name = entry.claim_name
-        if entry.from_template:
-            if entry.name not in pod.claim_statuses:
-                return (
-                    f"waiting for the ResourceClaim of {entry.describe()} to be created "
-                    "by the resourceclaim controller"
-                )
-            name = pod.claim_statuses[entry.name]
-            if not name:
-                continue  # the controller decided the pod needs none
-        key = f"{pod.namespace}/{name}"
-        claim = dra.claim(key)
-        if claim is None:
-            return f"ResourceClaim {key} not found"
-        if claim.deleting:
-            return f"ResourceClaim {key} is being deleted"
-        if entry.from_template and claim.owner_uid != pod.uid:
-            return f"ResourceClaim {key} was not created for this pod"
-        if key not in seen:
-            seen.add(key)
-            found.append(claim)
-    return found
 
 
 def check_claims(

@@ -15,13 +15,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from batchsched.clock import Clock
+from batchsched.dra.resolve import claimed_devices, class_capacity
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.gang.podgroup import pod_group_of
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
 from queues.config import capacity_warnings
-from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, pod_demand, sole_product
+from queues.demand import (
+    PRODUCT_LABEL,
+    capacity_of,
+    device_demand,
+    gang_demand,
+    pod_demand,
+    sole_product,
+)
 from queues.fairshare import RankKey, rank_key
 from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy, add, subtract
 from queues.quota import Admission, check_admission
@@ -57,6 +65,7 @@ class TenantLayer:
         self._pods: dict[str, PodView] = {}
         self._snapshot: Snapshot | None = None
         self._capacity: dict[str, int] | None = None
+        self._capacity_version = 0
         self._warned: set[str] = set()
 
     def attach(self, snapshot: Snapshot) -> None:
@@ -73,7 +82,7 @@ class TenantLayer:
         self.started.setdefault(pod.uid, self.clock.now())
         if tenant is None:
             return
-        demand = pod_demand(pod, self._product(pod.node_name))
+        demand = pod_demand(pod, self._product(pod.node_name), self._devices(pod))
         self._counted[pod.uid] = _Counted(tenant, demand)
         self.ledger.add(self.policy, tenant, demand, self.clock.now())
         self.in_use = add(self.in_use, demand)
@@ -115,7 +124,7 @@ class TenantLayer:
         tenant = self.tenant_of(queued.pod)
         if tenant == UNMATCHED:
             return ((2, 0.0),)
-        demand = pod_demand(queued.pod)
+        demand = pod_demand(queued.pod, devices=self._devices(queued.pod))
         return rank_key(self.policy, self.ledger, tenant, demand, self.capacity(), self.clock.now())
 
     def admit_placed(self, placed: Sequence[tuple[PodView, str]]) -> Admission:
@@ -150,7 +159,7 @@ class TenantLayer:
             self.policy,
             self.ledger,
             tenant,
-            gang_demand(pods, products),
+            gang_demand(pods, products, {p.uid: self._devices(p) for p in pods}),
             priority,
             capacity,
             self.in_use,
@@ -184,7 +193,7 @@ class TenantLayer:
         if tenant is None:
             return frozenset()
         guaranteed = self.policy.tenants[tenant].guaranteed
-        demand = gang_demand(pods)
+        demand = gang_demand(pods, devices={p.uid: self._devices(p) for p in pods})
         names = sorted(r for r in demand if demand[r] > 0 and r in guaranteed)
         usage = self.ledger.current(tenant)
         if not names or any(usage.get(r, 0) + demand[r] > guaranteed[r] for r in names):
@@ -235,14 +244,29 @@ class TenantLayer:
         return fresh
 
     def capacity(self) -> dict[str, int]:
-        """What the cluster's nodes offer, in queue units (recomputed after node changes)."""
+        """What the cluster's nodes offer, in queue units (recomputed after node changes),
+        with the DRA devices of the DeviceClasses the quota file maps."""
         snapshot = self._snapshot
         if snapshot is None:
             return {}
-        if self._capacity is None:
+        if self._capacity is None or self._capacity_version != snapshot.dra.version:
             nodes = ((i.node.allocatable, i.node.labels) for i in snapshot.nodes)
-            self._capacity = capacity_of(nodes)
+            self._capacity = add(
+                capacity_of(nodes),
+                device_demand(
+                    class_capacity(snapshot.dra, self.policy.device_classes),
+                    self.policy.device_classes,
+                ),
+            )
+            self._capacity_version = snapshot.dra.version
         return self._capacity
+
+    def _devices(self, pod: PodView) -> dict[str, int]:
+        """What the pod's DRA claims count toward its tenant's quota (deviceClasses)."""
+        snapshot = self._snapshot
+        if snapshot is None or not pod.resource_claims or not self.policy.device_classes:
+            return {}
+        return device_demand(claimed_devices(pod, snapshot.dra), self.policy.device_classes)
 
     def gang_key(self, pod: PodView) -> str:
         """The unit the tenant queues order: a PodGroup, or the pod itself."""
