@@ -10,6 +10,7 @@ import sys
 from batchsched.bench import (
     chaos,
     core,
+    dra_core,
     e2e,
     e2e_gang,
     e2e_preemption,
@@ -25,6 +26,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m batchsched.bench")
     commands = parser.add_subparsers(dest="command", required=True)
     core.add_parser(commands)
+    dra_core.add_parser(commands)
     gang_core.add_parser(commands)
     parse.add_parser(commands)
     e2e.add_parser(commands)

@@ -145,10 +145,9 @@ class DynamicResources:
 
     def filter(self, state: CycleState, pod: PodView, node: NodeInfo) -> Status:
         claims = state.read(CLAIMS_KEY)
-        labels = dict(node.node.labels)
         for claim in claims.allocated:
             assert claim.allocation is not None
-            if not claim.allocation.allows(node.name, labels):
+            if not claim.allocation.allows(node.name, node.node.labels):
                 return self._not_on_node
         if not claims.pending:
             return OK
@@ -186,7 +185,7 @@ class DynamicResources:
         pending = [c for c in found if c.allocation is None]
         for claim in found:
             if claim.allocation is not None and not claim.allocation.allows(
-                node_name, dict(info.node.labels)
+                node_name, info.node.labels
             ):
                 return self._not_on_node
         made: tuple[tuple[str, Allocation], ...] = ()
