@@ -1,8 +1,10 @@
-"""DynamicResourcesGuard: a pod with `spec.resourceClaims` is refused, never bound.
+"""DynamicResourcesGuard (off by default): a pod with `spec.resourceClaims` is refused, never
+bound, for clusters where another component must own claim allocation.
 
-batchsched does not allocate Dynamic Resource Allocation (resource.k8s.io/v1) claims yet
-(issue 14). A pod bound with its claims unallocated never starts on a real node: the kubelet
-waits for an allocation no one writes. So such a pod is refused at PreFilter as
+A profile that disables DynamicResources does not allocate Dynamic Resource Allocation
+(resource.k8s.io/v1) claims, and a pod bound with its claims unallocated never starts on a
+real node: the kubelet waits for an allocation no one writes. With this guard enabled, such a
+pod is refused at PreFilter as
 UnschedulableAndUnresolvable, before any node is looked at, with a reason that names its
 claims; the runtime reports it like any pod that fits nowhere (PodScheduled=False and a
 FailedScheduling Event). A gang with such a member cannot reach its quorum through it, so the
@@ -23,13 +25,13 @@ from batchsched.snapshot import Snapshot
 
 def refusal(pod: PodView) -> str:
     """The reason shown to the user, e.g. "pod has Dynamic Resource Allocation claims
-    [gpu (ResourceClaim shared-gpu)]: batchsched does not allocate DRA claims yet and will
-    not bind this pod; use a scheduler that does (e.g. default-scheduler)"."""
+    [gpu (ResourceClaim shared-gpu)]: this scheduler profile does not allocate DRA claims
+    (DynamicResourcesGuard) and will not bind this pod; use a scheduler that does"."""
     claims = ", ".join(claim.describe() for claim in pod.resource_claims)
     return (
-        f"pod has Dynamic Resource Allocation claims [{claims}]: batchsched does not "
-        "allocate DRA claims yet and will not bind this pod; use a scheduler that does "
-        "(e.g. default-scheduler)"
+        f"pod has Dynamic Resource Allocation claims [{claims}]: this scheduler profile does "
+        "not allocate DRA claims (DynamicResourcesGuard) and will not bind this pod; use a "
+        "scheduler that does"
     )
 
 

@@ -56,9 +56,9 @@ def test_a_pod_with_claims_is_refused_as_unresolvable(
     assert result is None
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE  # preemption cannot help
     assert status.message() == (
-        f"pod has Dynamic Resource Allocation claims {named}: batchsched does not allocate "
-        "DRA claims yet and will not bind this pod; use a scheduler that does "
-        "(e.g. default-scheduler)"
+        f"pod has Dynamic Resource Allocation claims {named}: this scheduler profile does not "
+        "allocate DRA claims (DynamicResourcesGuard) and will not bind this pod; use a "
+        "scheduler that does"
     )
 
 
