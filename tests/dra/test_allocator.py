@@ -4,8 +4,8 @@ what an allocation records."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -24,7 +24,13 @@ from batchsched.dra.objects import (
     OpaqueConfig,
     ResourceClaim,
 )
-from batchsched.dra.sets import ONE_ROOT_QUALITY, PCIE_ROOT, SPREAD_QUALITY
+from batchsched.dra.sets import (
+    ONE_ROOT_QUALITY,
+    PCIE_ROOT,
+    SPREAD_QUALITY,
+    DeviceSet,
+    ranked_sets,
+)
 from batchsched.framework.runner import ProfileRunner
 from batchsched.model.selectors import IN, NodeSelectorTerm, Requirement
 from tests.builders import make_node, make_pod
@@ -378,6 +384,20 @@ def test_a_claim_that_cannot_be_allocated_anywhere_raises(selector: str, cls: st
         search([claim_of("c", one("a", 1, selector, cls=cls))], on_node(*ROOTED))
 
 
+def counting_sets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the candidate sets the search is offered (one step each)."""
+    offered = [0]
+    real = ranked_sets
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[DeviceSet]:
+        for found in real(*args, **kwargs):
+            offered[0] += 1
+            yield found
+
+    monkeypatch.setattr(allocator, "ranked_sets", counted)
+    return offered
+
+
 def test_a_search_past_the_step_budget_gives_up_instead_of_hanging(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -385,19 +405,23 @@ def test_a_search_past_the_step_budget_gives_up_instead_of_hanging(
     devices = [device(f"d{i:02}", island=i) for i in range(27)]
     devices += [device(f"d{i}", island=99) for i in range(27, 30)]
     claims = [claim_of("c", one("a", 3), constraints=(MatchAttribute(f"{DRIVER}/island"),))]
-    started = time.perf_counter()
+    offered = counting_sets(monkeypatch)
     assert search(claims, on_node(*devices)) is None
-    assert time.perf_counter() - started < 5
+    assert offered[0] == allocator.MAX_STEPS + 1
     monkeypatch.setattr(allocator, "MAX_STEPS", 10_000)
     assert picked(search(claims, on_node(*devices))) == [(0, "a", ["d27", "d28", "d29"])]
 
 
-def test_an_infeasible_search_over_many_devices_stops_at_the_budget() -> None:
+def test_an_infeasible_search_over_many_devices_stops_at_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two requests of 4 out of 40 devices, no two alike: C(40, 4) sets for the first alone."""
     devices = [device(f"d{i:02}", island=i) for i in range(40)]
-    claims = [claim_of("c", one("a", 4), constraints=(MatchAttribute(f"{DRIVER}/island"),))]
-    started = time.perf_counter()
+    constraint = (MatchAttribute(f"{DRIVER}/island"),)
+    claims = [claim_of("c", one("a", 4), one("b", 4), constraints=constraint)]
+    offered = counting_sets(monkeypatch)
     assert search(claims, on_node(*devices)) is None
-    assert time.perf_counter() - started < 5
+    assert offered[0] <= allocator.MAX_STEPS + 1
 
 
 # Kube semantics not met yet
