@@ -9,9 +9,8 @@ undeclared names, functions and device fields do not compile, `allowMultipleAllo
 them (1.34 declares it only behind the alpha DRAConsumableCapacity gate). `cel.bind(v, i, e)`
 runs as `[i].map(v, e)[0]`. Not supported: the strings extension (`lowerAscii`...), the list,
 URL, IP and CIDR libraries, `quantity.mul/div`; quantities are exact (no rounding to 1n); type
-errors kube's checker finds at compile time (`quantity("1") > quantity("0")`, a string-valued
-selector) surface per device. Cost guard: kube's 10 Ki length limit (the API server refused
-expressions estimated above the 1,000,000 cost limit when they were stored).
+errors kube's checker finds at compile time (`quantity("1") > quantity("0")`) surface per device.
+Cost guard: kube's 10 Ki length limit (the API server refused expressions over its cost limit).
 
 cel-python (`celpy`): its values are Python objects, so quantities and versions keep kube's
 semantics and a map type answers unknown domains. common-expression-language (Rust, `cel`) has
@@ -209,6 +208,7 @@ _KNOWN_FUNCTIONS: Final = FUNCTIONS.keys() | celeval.base_functions.keys() | _MA
 _Tree = lark.Tree[lark.Token]
 _Program = Callable[[celeval.Activation], object]
 _LIBRARY: Final = "library"  # what a selector's code calls FUNCTIONS by
+_HAS = re.compile(r"(not isinstance\(celpy\.evaluation\.result\(.*\), CELEvalError\))$", re.M)
 
 
 @functools.cache
@@ -289,10 +289,11 @@ def _transpile(expression: str, tree: _Tree) -> _Program:
         transpiler.transpile()
     except (celeval.CELEvalError, celeval.CELUnsupportedError, RecursionError) as err:
         raise CelError(f"CEL expression {expression!r}: {err.args[0]}") from err
-    source = textwrap.indent(transpiler.source_text, "    ")
-    code = compile(f"def selector(base_activation):\n{source}\n    return CEL\n", "<cel>", "exec")
+    # celpy's has() gives a Python bool, which its `!`, `&&` and `||` refuse: make it a BoolType
+    source = _HAS.sub(r"celpy.celtypes.BoolType(\1)", transpiler.source_text)
+    code = f"def selector(base_activation):\n{textwrap.indent(source, '    ')}\n    return CEL\n"
     namespace = {**vars(celeval), _LIBRARY: SimpleNamespace(**FUNCTIONS)}
-    exec(code, namespace)
+    exec(compile(code, "<cel>", "exec"), namespace)
     return cast(_Program, namespace["selector"])
 
 
@@ -309,7 +310,7 @@ class DeviceSelector:
             value = self._program(_activation(device))
         except RecursionError:
             value = celeval.CELEvalError("too deeply nested")
-        if isinstance(value, celtypes.BoolType | bool):  # has() gives a bool
+        if isinstance(value, celtypes.BoolType):
             return bool(value)
         reason = f"must evaluate to bool, not {_type_name(value)}"
         if isinstance(value, celeval.CELEvalError):
@@ -339,10 +340,10 @@ _ACTIVATIONS: dict[int, tuple[Device, celeval.Activation]] = {}
 
 
 def _activation(device: Device) -> celeval.Activation:
-    """The activation of `device`, built once for the selectors that follow. Keyed by identity:
-    the entry holds the device, so its id is not reused while cached."""
+    """The activation of `device`, built once for the selectors that follow. Keyed by identity
+    (a Device is a value; a changed one is a new object), the entry holding the device."""
     found = _ACTIVATIONS.get(id(device))
-    if found is not None and found[0] is device:
+    if found is not None:
         return found[1]
     activation = _new_activation(device)
     _ACTIVATIONS[id(device)] = (device, activation)
