@@ -49,6 +49,7 @@ class NodeDevices:
     in_use: Mapping[DeviceId, str]  # device -> the claim holding it
     topology: NodeTopology | None = None
     everywhere: frozenset[DeviceId] = frozenset()  # devices of allNodes slices
+    generation: int = 0  # the node's (NodeInfo.generation): its labels decide what it reaches
 
 
 Pick = tuple[int, Choice, DeviceSet]  # (index of the claim, the choice, its devices)
@@ -73,7 +74,9 @@ class Matcher:
         # Verdicts outlive slice and class changes: a device whose slice is republished
         # unchanged is the same device (its attributes are the verdict's only input).
         self._verdicts: dict[tuple[str, DeviceId], tuple[Device, bool]] = {}
-        self._matching: dict[tuple[str, tuple[str, ...], str], tuple[Device, ...]] = {}
+        # (class, selectors, node) -> (the node's generation then, its matching devices): a
+        # relabelled node may reach other node-selector slices.
+        self._matching: dict[tuple[str, tuple[str, ...], str], tuple[int, tuple[Device, ...]]] = {}
 
     def reset(self, classes: Mapping[str, DeviceClass]) -> None:
         """Slices or classes changed: which devices match which choice must be redone."""
@@ -85,10 +88,11 @@ class Matcher:
     def matching(self, choice: Choice, node: NodeDevices) -> tuple[Device, ...]:
         """The devices `node` reaches that match `choice`, whether free or not."""
         key = (choice.device_class, choice.selectors, node.node_name)
-        found = self._matching.get(key)
-        if found is None:
-            found = tuple(d for d in node.reachable if self.matches(choice, d))
-            self._matching[key] = found
+        cached = self._matching.get(key)
+        if cached is not None and cached[0] == node.generation:
+            return cached[1]
+        found = tuple(d for d in node.reachable if self.matches(choice, d))
+        self._matching[key] = (node.generation, found)
         return found
 
     def device_class(self, name: str) -> DeviceClass:
@@ -162,7 +166,7 @@ def _enough(work: Work, node: NodeDevices, matcher: Matcher) -> bool:
 
 
 def _fill(
-    search: _Search, work: Work, at: int, fixed: dict[tuple[str, str], AttributeValue]
+    search: _Search, work: Work, at: int, fixed: dict[tuple[str, int], AttributeValue]
 ) -> bool:
     if at == len(work):
         return True
@@ -190,7 +194,7 @@ def _candidates(
     search: _Search,
     claim: ResourceClaim,
     choice: Choice,
-    fixed: Mapping[tuple[str, str], AttributeValue],
+    fixed: Mapping[tuple[str, int], AttributeValue],
 ) -> Iterator[DeviceSet]:
     node, used = search.node, search.used
     matching = search.matcher.matching(choice, node)
@@ -211,15 +215,15 @@ def _agrees(
     claim: ResourceClaim,
     choice: Choice,
     device: Device,
-    fixed: Mapping[tuple[str, str], AttributeValue],
+    fixed: Mapping[tuple[str, int], AttributeValue],
 ) -> bool:
-    for constraint in claim.constraints:
+    for index, constraint in enumerate(claim.constraints):
         if not constraint.covers(choice.name):
             continue
         value = device.attributes.get(constraint.attribute)
         if value is None:
             return False
-        pinned = fixed.get((claim.key, constraint.attribute))
+        pinned = fixed.get((claim.key, index))
         if pinned is not None and pinned != value:
             return False
     return True
@@ -229,11 +233,11 @@ def _pin(
     claim: ResourceClaim,
     choice: Choice,
     chosen: DeviceSet,
-    fixed: dict[tuple[str, str], AttributeValue],
-) -> dict[tuple[str, str], AttributeValue] | None:
+    fixed: dict[tuple[str, int], AttributeValue],
+) -> dict[tuple[str, int], AttributeValue] | None:
     """`fixed` with the constrained attributes of `chosen`, or None when its devices differ."""
     pinned = fixed
-    for constraint in claim.constraints:
+    for index, constraint in enumerate(claim.constraints):
         if not constraint.covers(choice.name):
             continue
         values = {d.attributes.get(constraint.attribute) for d in chosen.devices}
@@ -243,7 +247,7 @@ def _pin(
         assert value is not None  # _agrees kept only devices that have it
         if pinned is fixed:
             pinned = dict(fixed)
-        pinned[(claim.key, constraint.attribute)] = value
+        pinned[(claim.key, index)] = value
     return pinned
 
 

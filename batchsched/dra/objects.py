@@ -92,8 +92,12 @@ class MatchAttribute:
     requests: tuple[str, ...] = ()
 
     def covers(self, request: str) -> bool:
-        # A constraint naming a request with alternatives covers each alternative.
-        return not self.requests or request.split("/", 1)[0] in self.requests
+        # A constraint names a request (covering each of its alternatives) or one alternative.
+        return (
+            not self.requests
+            or request in self.requests
+            or request.split("/", 1)[0] in self.requests
+        )
 
 
 @dataclass(frozen=True, slots=True)

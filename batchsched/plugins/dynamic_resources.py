@@ -255,4 +255,4 @@ def check_claims(
 def node_devices(dra: DraState, node: NodeInfo) -> NodeDevices:
     reachable = dra.devices_for(node.name, node.node.labels)
     topology = node.gpu.topology if node.gpu is not None else None
-    return NodeDevices(node.name, reachable, dra.in_use, topology, dra.everywhere)
+    return NodeDevices(node.name, reachable, dra.in_use, topology, dra.everywhere, node.generation)

@@ -424,15 +424,9 @@ def test_an_infeasible_search_over_many_devices_stops_at_the_budget(
     assert offered[0] <= allocator.MAX_STEPS + 1
 
 
-# Kube semantics not met yet
+# Kube semantics that an earlier version missed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MatchAttribute.covers (batchsched/dra/objects.py) compares only the part of the "
-    "choice name before '/', so a constraint naming the subrequest 'gpu/pair' covers no "
-    "alternative; kube covers an alternative named '<request>/<subrequest>' too",
-)
 def test_a_constraint_naming_a_subrequest_covers_that_alternative() -> None:
     request = DeviceRequest("gpu", (Choice("gpu/pair", "gpu", count=2),), first_available=True)
     constraint = (MatchAttribute(f"{DRIVER}/island", ("gpu/pair",)),)
@@ -441,12 +435,6 @@ def test_a_constraint_naming_a_subrequest_covers_that_alternative() -> None:
     assert picked(found) == [(0, "gpu/pair", ["d1", "d2"])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="allocator._agrees/_pin key the pinned value by (claim key, attribute), so two "
-    "matchAttribute constraints of one claim on the same attribute for different requests "
-    "must share one value; kube keeps one value per constraint",
-)
 def test_two_constraints_on_one_attribute_for_different_requests_are_independent() -> None:
     node = on_node(
         device("d0", root="r0"),
@@ -482,13 +470,6 @@ RACK_IS_A = {"key": "rack", "operator": "In", "values": ["a"]}
 RACK_A = {"nodeSelectorTerms": [{"matchExpressions": [RACK_IS_A]}]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Matcher.matching (batchsched/dra/allocator.py) caches the matching devices by "
-    "(class, selectors, node name) and is reset only when DraState.version moves; a node "
-    "label change (Snapshot.update_node) moves no DRA version, so a node that no longer "
-    "reaches a nodeSelector slice is still given its devices",
-)
 def test_a_node_relabelled_away_from_a_node_selector_slice_gets_none_of_its_devices() -> None:
     rack_slice = {
         "metadata": {"name": "rack-a"},
