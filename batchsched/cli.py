@@ -13,7 +13,7 @@ from pathlib import Path
 
 from batchsched.cluster_file import ClusterFileError, load_cluster
 from batchsched.expected_runtime import human_duration
-from batchsched.whatif import WhatIfResult, place_pending
+from batchsched.whatif import DeviceObjects, WhatIfResult, devices_text, place_pending
 
 EXIT_BAD_INPUT = 2
 
@@ -241,7 +241,7 @@ def run_place(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config) if args.config else default_config()
         profiles = config.build_profiles()
-        state = load_cluster(paths)
+        state = load_cluster(paths, devices=True)
     except (ClusterFileError, ConfigError) as err:
         print(f"batchsched place: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -253,6 +253,7 @@ def run_place(args: argparse.Namespace) -> int:
         seed=args.seed,
         pod_groups=state.pod_groups,
         now=time.time(),
+        devices=DeviceObjects(state.device_classes, state.resource_slices, state.resource_claims),
     )
     print(render(result, args.output))
     return 0
@@ -265,7 +266,11 @@ def render(result: WhatIfResult, output: str) -> str:
     for key in result.order:
         rows.append((key, result.placements[key] or "<none>", result.reasons.get(key, "")))
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip() for r in rows]
+    lines = []
+    for r in rows:
+        lines.append(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip())
+        for claim, ids in result.claims.get(r[0], {}).items():
+            lines.append(f"  claim {claim}: {devices_text(ids)}")
     placed = sum(1 for v in result.placements.values() if v)
     lines.append(f"\n{placed}/{len(result.placements)} pending pods placed")
     if result.estimates:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -10,6 +11,8 @@ from batchsched.cycle.cycle import schedule_workload
 from batchsched.cycle.decision import Bind
 from batchsched.cycle.policies import SnapshotHandle
 from batchsched.cycle.workload import Workload, pod_key
+from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
+from batchsched.dra.state import DraState
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
@@ -30,12 +33,25 @@ class WhatIfResult:
     # Unplaced pods: seconds until they could start (None: never), when any running pod's
     # expected runtime is known (whatif_estimates.py).
     estimates: dict[str, float | None] = field(default_factory=dict)
+    # Placed pods with ResourceClaims: claim key -> the devices it holds ("driver/pool/device").
+    claims: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"placements": self.placements, "reasons": self.reasons}
         if self.estimates:
             out["estimatedStartSeconds"] = self.estimates
+        if self.claims:
+            out["claims"] = self.claims
         return out
+
+
+@dataclass(frozen=True)
+class DeviceObjects:
+    """The cluster's Dynamic Resource Allocation objects (resource.k8s.io/v1)."""
+
+    classes: Sequence[DeviceClass] = ()
+    slices: Sequence[ResourceSlice] = ()
+    claims: Sequence[ResourceClaim] = ()
 
 
 def queue_order(pods: Sequence[PodView], profile: Profile) -> list[PodView]:
@@ -58,11 +74,14 @@ def place_pending(
     seed: int = 0,
     pod_groups: Sequence[PodGroupView] = (),
     now: float | None = None,
+    devices: DeviceObjects = DeviceObjects(),
 ) -> WhatIfResult:
     """Schedule pending pods in queue order; each placement is visible to the next. A gang is
     placed whole when its first member comes up; one that would wait at Permit for members
-    that do not exist yet is reported unplaced, as is one that does not fit."""
+    that do not exist yet is reported unplaced, as is one that does not fit. A placed pod's
+    claims show the devices they were allocated (or held already)."""
     snapshot = Snapshot(nodes, [p for p in pods if p.node_name], namespace_labels)
+    _add_devices(snapshot.dra, devices)
     pending = [p for p in pods if not p.node_name and not p.is_finished]
     runners = {name: ProfileRunner(profile, seed) for name, profile in profiles.items()}
     groups = {g.key: g for g in pod_groups}
@@ -89,6 +108,9 @@ def place_pending(
             result.placements[member.key] = node
             if reason:
                 result.reasons[member.key] = reason
+            held = claim_devices(member, snapshot.dra) if node else {}
+            if held:
+                result.claims[member.key] = held
         missing = [m for m, node, _ in outcomes if node is None]
         if missing:
             unplaced.append(missing)
@@ -96,6 +118,41 @@ def place_pending(
         placed_now = frozenset(p.uid for p in pending if result.placements.get(p.key))
         result.estimates = estimate_starts(snapshot, unplaced, placed_now, runners, groups, now)
     return result
+
+
+def _add_devices(dra: DraState, devices: DeviceObjects) -> None:
+    for device_class in devices.classes:
+        dra.set_class(device_class)
+    for resource_slice in devices.slices:
+        dra.set_slice(resource_slice)
+    for claim in devices.claims:
+        dra.set_claim(claim)
+
+
+def claim_devices(pod: PodView, dra: DraState) -> dict[str, list[str]]:
+    """Each allocated claim of the pod (by key, in the pod's order) -> its device ids, sorted
+    so that gpu-10 comes after gpu-9."""
+    found: dict[str, list[str]] = {}
+    for entry in pod.resource_claims:
+        name = pod.claim_statuses.get(entry.name, "") if entry.from_template else entry.claim_name
+        claim = dra.claim(f"{pod.namespace}/{name}") if name else None
+        if claim is not None and claim.allocation is not None:
+            ids = {str(d.id) for d in claim.allocation.devices}
+            found[claim.key] = sorted(ids, key=_natural)
+    return found
+
+
+def _natural(text: str) -> list[tuple[int, str]]:
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", text)]
+
+
+def devices_text(ids: Sequence[str]) -> str:
+    """Device ids grouped by driver and pool: "gpu.nvidia.com/dgx-0/gpu-0,gpu-1"."""
+    pools: dict[str, list[str]] = {}
+    for device_id in ids:
+        pool, _, device = device_id.rpartition("/")
+        pools.setdefault(pool, []).append(device)
+    return " ".join(f"{pool}/{','.join(names)}" for pool, names in pools.items())
 
 
 class _GroupAges:

@@ -11,6 +11,10 @@ Objects may leave out what does not matter to the scenario; `complete` fills it 
 its kubernetes.io/hostname label and 4 cpu / 32Gi / 110 pods allocatable unless it says
 otherwise, a Pod the default namespace and a busybox container, and a pending Pod our
 scheduler's name (a bound one, kube's default scheduler and phase Running).
+
+Dynamic Resource Allocation scenarios also say which devices placed pods' claims got
+(`claims`), checked against the attributes of the scenario's ResourceSlices; in every
+scenario no device may be held by two claims.
 """
 
 from __future__ import annotations
@@ -37,10 +41,27 @@ API_VERSIONS: Final = {
     "Pod": "v1",
     "Namespace": "v1",
     "PriorityClass": "scheduling.k8s.io/v1",
+    "PodGroup": "scheduling.x-k8s.io/v1alpha1",
+    "DeviceClass": "resource.k8s.io/v1",
+    "ResourceSlice": "resource.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
 }
 
 Obj = dict[str, Any]
 Placements = dict[str, str | None]
+Claims = dict[str, dict[str, list[str]]]  # pod key -> claim key -> device ids
+
+
+class ClaimDevices(BaseModel):
+    """What one claim of a placed pod holds: how many devices, sharing which attributes (fully
+    qualified names), or exactly which ("driver/pool/device")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    count: int = Field(ge=1)
+    same: list[str] = Field(default_factory=list)
+    devices: list[str] | None = None
 
 
 class Scenario(BaseModel):
@@ -60,10 +81,12 @@ class Scenario(BaseModel):
     same_node: list[list[str]] = Field(default_factory=list)  # pods placed together
     varies: dict[str, list[str]] = Field(default_factory=dict)  # nodes chosen over the seeds
     placed_per_label: dict[str, dict[str, int]] = Field(default_factory=dict)
+    claims: dict[str, dict[str, ClaimDevices]] = Field(default_factory=dict)  # pod -> claim key
     xfail: str | None = None  # a known bug, reported; the scenario must still fail
 
     def expected_pods(self) -> set[str]:
         named = {*self.placed, *self.unplaced, *self.unplaced_mentioning, *self.absent}
+        named |= set(self.claims)
         groups = [*self.distinct, *self.same_node]
         named |= {pod for group in groups for pod in group} | set(self.varies)
         return named
@@ -127,7 +150,7 @@ def write_inputs(tmp_path: Path, scenario: Scenario) -> tuple[Path, Path, list[O
 
 def place(
     capsys: pytest.CaptureFixture[str], cluster: Path, pods: Path, seed: int
-) -> tuple[Placements, dict[str, str]]:
+) -> tuple[Placements, dict[str, str], Claims]:
     argv = ["place", "--cluster", str(cluster), "--pods", str(pods), "--seed", str(seed)]
     printed = []
     for _ in range(2):
@@ -137,7 +160,7 @@ def place(
         printed.append(out)
     assert printed[0] == printed[1], f"two runs with --seed {seed} disagree"
     result = json.loads(printed[0])
-    return result["placements"], result["reasons"]
+    return result["placements"], result["reasons"], result.get("claims", {})
 
 
 def key(pod: str) -> str:
@@ -171,6 +194,57 @@ def check_run(
         assert Counter(values) == Counter(want_counts)
 
 
+def check_claims(
+    scenario: Scenario, placements: Placements, claims: Claims, objects: list[Obj]
+) -> None:
+    """The claims' devices are as the scenario says, only placed pods show any, and no device
+    is held by two claims (allocations in the cluster file included)."""
+    attributes = slice_attributes(objects)
+    for pod, want in scenario.claims.items():
+        got = claims.get(key(pod), {})
+        assert set(got) == set(want), f"{pod} shows claims {sorted(got)}"
+        for claim, devices in want.items():
+            held = got[claim]
+            assert len(held) == len(set(held)) == devices.count, f"{claim} holds {held}"
+            if devices.devices is not None:
+                assert sorted(held) == sorted(devices.devices), f"{claim} holds {held}"
+            for name in devices.same:
+                values = {attributes[d].get(name) for d in held}
+                assert len(values) == 1 and None not in values, f"{claim}: {name} is {values}"
+    assert {pod for pod in claims if placements.get(pod) is None} == set()
+    holder: dict[str, str] = {}
+    held_by = [(c, d) for pod in claims.values() for c, ids in pod.items() for d in ids]
+    held_by += allocated_in_file(objects)
+    for claim, device in held_by:
+        assert holder.setdefault(device, claim) == claim, f"{device} held by two claims"
+
+
+def slice_attributes(objects: list[Obj]) -> dict[str, dict[str, object]]:
+    """ "driver/pool/device" -> its attributes, by fully qualified name, with their values."""
+    found: dict[str, dict[str, object]] = {}
+    for obj in objects:
+        if obj["kind"] != "ResourceSlice":
+            continue
+        spec = obj["spec"]
+        driver, pool = spec["driver"], spec["pool"]["name"]
+        for device in spec.get("devices", []):
+            found[f"{driver}/{pool}/{device['name']}"] = {
+                (name if "/" in name else f"{driver}/{name}"): next(iter(value.values()))
+                for name, value in device.get("attributes", {}).items()
+            }
+    return found
+
+
+def allocated_in_file(objects: list[Obj]) -> list[tuple[str, str]]:
+    found = []
+    for obj in (o for o in objects if o["kind"] == "ResourceClaim"):
+        claim = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+        allocation = obj.get("status", {}).get("allocation") or {}
+        for r in allocation.get("devices", {}).get("results", []):
+            found.append((claim, f"{r['driver']}/{r['pool']}/{r['device']}"))
+    return found
+
+
 @pytest.mark.parametrize("scenario", load_scenarios())
 def test_place_follows_the_documented_semantics(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], scenario: Scenario
@@ -180,9 +254,11 @@ def test_place_follows_the_documented_semantics(
     assert scenario.expected_pods() <= pending_names, "an expectation names an unknown pod"
     nodes = {o["metadata"]["name"]: o for o in cluster if o["kind"] == "Node"}
     chosen: dict[str, set[str | None]] = {pod: set() for pod in scenario.varies}
+    objects = [*cluster, *(complete(o) for o in flatten(scenario.pending))]
     for seed in range(scenario.seeds):
-        placements, reasons = place(capsys, cluster_file, pods_file, seed)
+        placements, reasons, claims = place(capsys, cluster_file, pods_file, seed)
         check_run(scenario, placements, reasons, nodes)
+        check_claims(scenario, placements, claims, objects)
         for pod, nodes_seen in chosen.items():
             nodes_seen.add(placements[key(pod)])
     for pod, want in scenario.varies.items():
