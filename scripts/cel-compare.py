@@ -34,6 +34,7 @@ CASES = [  # (what, expression, Kubernetes' outcome on an H100)
     ("has, unknown domain", 'has(device.attributes["other.com"].uuid)', False),
     ("unknown id is an error", 'device.attributes["gpu.nvidia.com"].nope == 1', "error"),
     ("int compare", 'device.attributes["gpu.nvidia.com"].index < 4', True),
+    ("int == string is false", 'device.attributes["gpu.nvidia.com"].index == "0"', False),
     (
         "quantity compareTo",
         'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("4Gi")) > 0',

@@ -13,13 +13,12 @@ errors kube's checker finds at compile time (`quantity("1") > quantity("0")`) su
 Cost guard: kube's 10 Ki length limit (the API server refused expressions over its cost limit).
 
 cel-python (`celpy`): its values are Python objects, so quantities and versions keep kube's
-semantics and a map type answers unknown domains. common-expression-language (Rust, `cel`) has
-no custom types or `cel.bind`, and fails `has(device.attributes["other.com"].x)` (kube: false).
-celpy's evaluator walks the tree, so selectors run the Python its transpiler writes, on an
-activation built once per device. `python3 scripts/cel-compare.py` (2-core box, load 2, best of
-3), 8 selectors x 4000 devices: celpy compiles 8 in 0.015 s (+0.27 s once for the grammar),
-builds activations in 0.46 s, evaluates in 0.95 s (30 us each; its interpreter: 590 us); Rust
-compiles in 0.001 s, builds contexts in 0.36 s, evaluates in 0.44 s (14 us each).
+semantics and a map type answers unknown domains; common-expression-language (Rust, `cel`) has
+no custom types or `cel.bind` and fails `has(device.attributes["other.com"].x)` (kube: false).
+Selectors run the Python celpy's transpiler writes (its tree walker takes 490 us), on one
+activation per device. `scripts/cel-compare.py`, 2-core box at load 2.4, 8 selectors x 4000
+devices, best of 3: celpy compiles 8 in 0.013 s, builds activations in 0.34 s, evaluates in
+0.95 s (30 us each); Rust compiles in <0.001 s, contexts 0.23 s, evaluates in 0.43 s (13 us).
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ ACTIVATION_CACHE_SIZE: Final = 1024  # devices whose activation is kept (5 KB ea
 DEVICE_FIELDS: Final = frozenset({"driver", "attributes", "capacity"})
 _MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _INT64: Final = 2**63
+_NUMBERS: Final = (celtypes.IntType, celtypes.UintType, celtypes.DoubleType)  # a BoolType is none
 _T = TypeVar("_T")
 
 
@@ -77,21 +77,15 @@ class Semver:
             raise _overload("_==_", self, other)
         return self.key == other.key
 
-    def __hash__(self) -> int:
-        return hash(self.key)
-
 
 _QUANTITY = re.compile(r"([+-]?)(\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+)|([KMGTPE]i|[numkMGTPE]?))")
-_SCALES: Final = {"": Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6)} | {
-    "m": Fraction(1, 1000),
-    **{s: Fraction(1000**i) for i, s in enumerate("kMGTPE", 1)},
-    **{f"{s}i": Fraction(1024**i) for i, s in enumerate("KMGTPE", 1)},
+_DECIMAL = ("n", "u", "m", "", "k", "M", "G", "T", "P", "E")  # 1000**-3 to 1000**6
+_SCALES: Final = {s: Fraction(1000) ** (i - 3) for i, s in enumerate(_DECIMAL)} | {
+    f"{s}i": Fraction(1024**i) for i, s in enumerate("KMGTPE", 1)
 }
+_NUMBER, _BUILD = r"(0|[1-9]\d*)", r"[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*"
 _ID = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"  # numeric identifiers without leading zeros
-_SEMVER = re.compile(
-    rf"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-({_ID}(?:\.{_ID})*))?"
-    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
-)
+_SEMVER = re.compile(rf"{_NUMBER}\.{_NUMBER}\.{_NUMBER}(?:-({_ID}(?:\.{_ID})*))?(?:\+{_BUILD})?")
 
 
 @functools.lru_cache(maxsize=4096)  # a selector's literals are parsed on every evaluation
@@ -128,9 +122,6 @@ def _normalized(text: str) -> str:
     if len(parts) < 3 and any(c in parts[-1] for c in "+-"):
         raise ValueError(f"{text!r}: a short version cannot carry pre-release or build metadata")
     return ".".join(parts + ["0"] * (3 - len(parts)))
-
-
-# The functions a selector can call; `x.f(a)` calls f(x, a), so a method is a function too.
 
 
 def _type_name(value: object) -> str:
@@ -173,6 +164,19 @@ def _as_integer(value: object) -> celtypes.IntType:
     return _int(amount.numerator)
 
 
+def _equal(left: object, right: object) -> object:
+    """kube's `==`: other types are unequal (celpy: an error), save numbers and versions."""
+    if isinstance(left, celtypes.BoolType) != isinstance(right, celtypes.BoolType):
+        return celtypes.BoolType(False)  # celpy: true == 1
+    try:
+        return celeval.bool_eq(cast(celtypes.Value, left), cast(celtypes.Value, right))
+    except TypeError:
+        if isinstance(left, Semver) or isinstance(right, Semver):
+            raise
+        pair = [Fraction(v) for v in (left, right) if isinstance(v, _NUMBERS)]
+        return celtypes.BoolType(len(pair) == 2 and pair[0] == pair[1])
+
+
 def _holds(check: Callable[[], object]) -> celtypes.BoolType:
     try:
         check()
@@ -182,6 +186,7 @@ def _holds(check: Callable[[], object]) -> celtypes.BoolType:
 
 
 _FALSE: Final = celtypes.BoolType(False)
+# The functions a selector can call; `x.f(a)` calls f(x, a), so a method is a function too.
 FUNCTIONS: Final[dict[str, Callable[..., object]]] = {
     "quantity": lambda s: Quantity(parse_quantity(str(_arg("quantity", str, s)))),
     "isQuantity": lambda s: _holds(lambda: parse_quantity(_arg("isQuantity", str, s))),
@@ -201,7 +206,10 @@ FUNCTIONS: Final[dict[str, Callable[..., object]]] = {
     ),
     "add": lambda q, o: Quantity(_arg("add", Quantity, q, o).amount + _operand("add", o)),
     "sub": lambda q, o: Quantity(_arg("sub", Quantity, q, o).amount - _operand("sub", o)),
+    "_==_": _equal,
+    "_!=_": lambda a, b: celtypes.logical_not(cast(celtypes.Value, _equal(a, b))),
 }
+_PYTHON_NAMES: Final = {"_==_": "equal", "_!=_": "unequal"}  # the operators' names in `library`
 _KNOWN_FUNCTIONS: Final = FUNCTIONS.keys() | celeval.base_functions.keys() | _MACROS | {"has"}
 
 
@@ -222,13 +230,6 @@ def _parser() -> lark.Lark:
     )  # fmt: skip
 
 
-def _parse(expression: str, text: str) -> _Tree:
-    try:
-        return _parser().parse(text)
-    except (lark.exceptions.LarkError, RecursionError) as err:
-        raise CelError(f"CEL expression {expression!r}: {str(err).splitlines()[0]}") from err
-
-
 def _identifier(node: object) -> str | None:
     """The name when `node` is a bare identifier, under any number of one-child grammar levels."""
     while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data != "ident":
@@ -240,7 +241,10 @@ def _expand_bind(expression: str) -> _Tree:
     """The tree of `expression` with each `cel.bind(v, init, e)` as `[init].map(v, e)[0]`."""
     text = expression
     while True:
-        tree = _parse(expression, text)
+        try:
+            tree = _parser().parse(text)
+        except (lark.exceptions.LarkError, RecursionError) as err:
+            raise CelError(f"CEL expression {expression!r}: {str(err).splitlines()[0]}") from err
         binds = (n for n in tree.find_data("member_dot_arg") if n.children[1] == "bind")
         call = next((n for n in binds if _identifier(n.children[0]) == "cel"), None)
         if call is None:
@@ -251,15 +255,6 @@ def _expand_bind(expression: str) -> _Tree:
         name, init, body = (text[a.meta.start_pos : a.meta.end_pos] for a in arguments)  # type: ignore[union-attr]
         start, end = call.meta.start_pos, call.meta.end_pos
         text = f"{text[:start]}[{init}].map({name}, {body})[0]{text[end:]}"
-
-
-def _bound(tree: _Tree) -> set[str | None]:
-    """The names a selector may use: `device` and the variables its macros bind."""
-    return {"device"} | {
-        _identifier(cast(_Tree, node.children[2]).children[0])
-        for node in tree.find_data("member_dot_arg")
-        if node.children[1] in _MACROS and len(node.children) == 3
-    }
 
 
 def _undeclared(node: _Tree, bound: set[str | None]) -> str | None:
@@ -274,15 +269,14 @@ def _undeclared(node: _Tree, bound: set[str | None]) -> str | None:
             return None if name in DEVICE_FIELDS else f"undefined field {name!r} ({fields})"
         case (("dot_ident" | "dot_ident_arg"), [name, *_]):
             return f"undeclared reference to .{name}"
-        case "member_object", _:
-            return "message construction is not supported"
     return None
 
 
 def _transpile(expression: str, tree: _Tree) -> _Program:
     """The selector as a Python function of an activation, written by celpy's transpiler."""
     # The transpiler writes a call as f"{f.__module__}.{f.__qualname__}(...)".
-    names = {n: SimpleNamespace(__module__=_LIBRARY, __qualname__=n) for n in FUNCTIONS}
+    py = {n: _PYTHON_NAMES.get(n, n) for n in FUNCTIONS}
+    names = {n: SimpleNamespace(__module__=_LIBRARY, __qualname__=py[n]) for n in FUNCTIONS}
     activation = celeval.Activation(functions=cast(dict[str, celeval.CELFunction], names))
     transpiler = celeval.Transpiler(ast=cast(celeval.TranspilerTree, tree), activation=activation)
     try:
@@ -292,7 +286,8 @@ def _transpile(expression: str, tree: _Tree) -> _Program:
     # celpy's has() gives a Python bool, which its `!`, `&&` and `||` refuse: make it a BoolType
     source = _HAS.sub(r"celpy.celtypes.BoolType(\1)", transpiler.source_text)
     code = f"def selector(base_activation):\n{textwrap.indent(source, '    ')}\n    return CEL\n"
-    namespace = {**vars(celeval), _LIBRARY: SimpleNamespace(**FUNCTIONS)}
+    library = SimpleNamespace(**{py[n]: f for n, f in FUNCTIONS.items()})
+    namespace = {**vars(celeval), _LIBRARY: library}
     exec(compile(code, "<cel>", "exec"), namespace)
     return cast(_Program, namespace["selector"])
 
@@ -328,7 +323,11 @@ def compile_selector(expression: str) -> DeviceSelector:
         limit = f"{len(expression)} characters, over {MAX_EXPRESSION_LENGTH}"
         raise CelError(f"CEL expression {expression[:40]!r}...: {limit}")
     tree = _expand_bind(expression)
-    bound = _bound(tree)
+    bound = {"device"} | {  # and what macros bind: the names kube's type checker knows
+        _identifier(cast(_Tree, node.children[2]).children[0])
+        for node in tree.find_data("member_dot_arg")
+        if node.children[1] in _MACROS and len(node.children) == 3
+    }
     for problem in filter(None, (_undeclared(node, bound) for node in tree.iter_subtrees())):
         raise CelError(f"CEL expression {expression!r}: {problem}")
     return DeviceSelector(expression, _transpile(expression, tree))
@@ -340,8 +339,7 @@ _ACTIVATIONS: dict[int, tuple[Device, celeval.Activation]] = {}
 
 
 def _activation(device: Device) -> celeval.Activation:
-    """The activation of `device`, built once for the selectors that follow. Keyed by identity
-    (a Device is a value; a changed one is a new object), the entry holding the device."""
+    """`device`'s activation, built once for the selectors that follow; keyed by identity."""
     found = _ACTIVATIONS.get(id(device))
     if found is not None:
         return found[1]

@@ -90,6 +90,10 @@ MEMORY = 'device.capacity["gpu.nvidia.com"].memory'
         (f'{NVIDIA}.cudaComputeCapability.isLessThan(semver("v9.1", true))', True, True),
         (f'cel.bind(gpu, {NVIDIA}, gpu.architecture == "Hopper" && gpu.index == 0)', True, False),
         (f"[0, 1, 2, 3].exists(i, i == {NVIDIA}.index)", True, False),
+        (f'{NVIDIA}.index == "0"', False, False),
+        (f"{NVIDIA}.index == 0.0 && {NVIDIA}.index != 0u + 1u", True, False),
+        (f"{NVIDIA}.mig == 0", False, False),
+        (f"{MEMORY} != 85899345920", True, True),
         (f'{NVIDIA}.index == 0 || {NVIDIA}.nvlinkDomain == "a"', True, None),
     ],
     ids=[
@@ -125,6 +129,10 @@ MEMORY = 'device.capacity["gpu.nvidia.com"].memory'
         "semver normalizes a short version when asked",
         "cel.bind names a domain once",
         "a macro over a list reaches the device",
+        "an int does not equal a string, as in kube, where celpy says no such overload",
+        "numbers are equal across int, uint and double",
+        "a bool does not equal an int",
+        "a quantity does not equal an int",
         "an or that is already true does not need its failing side",
     ],
 )
