@@ -18,13 +18,9 @@ from typing import Final
 
 import yaml
 
-from batchsched.dra.objects import (
-    POD_CLAIM_NAME_ANNOTATION,
-    DeviceClass,
-    ResourceClaim,
-    ResourceSlice,
-)
+from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from batchsched.dra.parse import parse_device_class, parse_resource_claim, parse_resource_slice
+from batchsched.dra.templates import RESOURCE_API, template_claim
 from batchsched.gang.podgroup import PodGroupView, parse_pod_group
 from batchsched.model.errors import InvalidObject
 from batchsched.model.fields import FieldError, as_bool, as_int, as_map, object_name, str_map
@@ -32,7 +28,6 @@ from batchsched.model.node import NodeView, parse_node
 from batchsched.model.pod import PodView, parse_pod
 from batchsched.model.pod_spec import PodResourceClaim
 
-RESOURCE_API: Final = "resource.k8s.io/v1"
 DRA_KINDS: Final = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 BASE_KINDS: Final = ("Node", "Pod", "PriorityClass", "Namespace", "PodGroup")
 KNOWN_KINDS: Final = (*BASE_KINDS, *DRA_KINDS)
@@ -245,25 +240,7 @@ def _claim_for(pod: PodView, entry: PodResourceClaim, devices: _Devices) -> Reso
     spec = devices.templates.get(f"{pod.namespace}/{entry.template_name}")
     if spec is None:
         return None  # the pod waits, as it would for the controller
-    taken = {c.key for c in devices.claims}
-    name, suffix = f"{pod.name}-{entry.name}", 1
-    while f"{pod.namespace}/{name}" in taken:
-        suffix += 1
-        name = f"{pod.name}-{entry.name}-{suffix}"
-    owner = {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid}
-    claim = parse_resource_claim(
-        {
-            "apiVersion": RESOURCE_API,
-            "kind": "ResourceClaim",
-            "metadata": {
-                "name": name,
-                "namespace": pod.namespace,
-                "annotations": {POD_CLAIM_NAME_ANNOTATION: entry.name},
-                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
-            },
-            "spec": spec,
-        }
-    )
+    claim = template_claim(pod, entry, spec, {c.key for c in devices.claims})
     devices.claims.append(claim)
     return claim
 
