@@ -37,6 +37,7 @@ from batchsched.sim.batch_cycle import BatchHandle
 from batchsched.sim.batch_jobs import BatchJob
 from batchsched.sim.batch_shapes import NEVER, PassMemo, fair_order, shape_of
 from batchsched.sim.batch_state import EventQueue, RunLog
+from batchsched.sim.claims import bind_claims, release_claims
 from batchsched.snapshot import Snapshot
 from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, sole_product
 from queues.model import QuotaPolicy, add, subtract
@@ -349,8 +350,9 @@ class BatchSimulator:
         self._in_use_now = add(self._in_use_now, demand)
         self._running_pods_now = None
         del self.pending[job.key]
-        for pod in job.members:
+        for pod in job.members:  # every member is placed: minMember is all of them
             self._job_of.pop(pod.uid, None)
+            bind_claims(self.snapshot.dra, pod)  # PreBind's write (sim/claims.py)
         self._blocked_since.pop(job.key, None)
         self.running[job.key] = (job, ends_at if ends_at is not None else float("inf"), demand)
         self.events.depart(now + job.runtime, job)
@@ -360,6 +362,7 @@ class BatchSimulator:
         _, _, demand = self.running.pop(job.key)
         for pod in job.members:
             self.snapshot.forget(pod)
+            release_claims(self.snapshot.dra, pod)
         self.ledger.remove(self.policy, job.tenant, demand, now)
         self._in_use_now = subtract(self._in_use_now, demand)
         self._running_pods_now = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -13,7 +14,8 @@ from batchsched.cluster_file import ClusterFileError, ClusterState, load_cluster
 from batchsched.config import ConfigError, default_config, load_config
 from batchsched.framework.profile import Profile
 from batchsched.model.errors import InvalidObject
-from batchsched.sim.generator import GeneratorError, GeneratorSpec, generate
+from batchsched.sim.dra_cluster import GPU_DEVICE_CLASS, as_dra_cluster, gpu_device_class
+from batchsched.sim.generator import DRA, GeneratorError, GeneratorSpec, generate
 from batchsched.sim.run import (
     PAPER,
     PAPER_PERCENTAGE,
@@ -22,6 +24,8 @@ from batchsched.sim.run import (
     Outcome,
     paper_pods,
     simulate,
+    state_cluster,
+    state_workload,
     target_of,
     target_of_trace,
 )
@@ -35,7 +39,7 @@ from batchsched.sim.trace import (
     read_nodes,
     read_pods,
 )
-from batchsched.sim.workload import SimPod, replay_workload, yaml_workload
+from batchsched.sim.workload import SimPod, replay_workload
 from gpu.workload import Workload
 
 EXIT_BAD_INPUT: Final = 2
@@ -78,12 +82,12 @@ def choose_profile(config_path: Path | None) -> Profile:
 def read_inputs(req: SimulateRequest) -> Inputs:
     pods_csv = req.pods is not None and req.pods.suffix.lower() == ".csv"
     yaml_paths = [p for p in (req.cluster, None if pods_csv else req.pods) if p is not None]
-    state = load_cluster(yaml_paths) if yaml_paths else None
-    cluster = _cluster(req, state)
-    pending = [p for p in state.pods if not p.node_name and not p.is_finished] if state else []
-    pods = yaml_workload(pending)
-    if req.generate is not None:
-        pods += generate(GeneratorSpec.parse(req.generate), req.seed)
+    state = load_cluster(yaml_paths, devices=True) if yaml_paths else None
+    spec = GeneratorSpec.parse(req.generate) if req.generate is not None else None
+    cluster = _cluster(req, state, dra=spec is not None and spec.gpus_as == DRA)
+    pods = state_workload(state, cluster.gpu_device_class) if state else []
+    if spec is not None:
+        pods += generate(spec, req.seed)
         return Inputs(cluster, None, pods, f"generated workload ({req.generate})")
     if pods:
         return Inputs(cluster, None, pods, f"{len(pods)} pods from {_names(yaml_paths)}")
@@ -91,13 +95,30 @@ def read_inputs(req: SimulateRequest) -> Inputs:
     return Inputs(cluster, read_pods(trace_path), [], f"trace {trace_path.name}")
 
 
-def _cluster(req: SimulateRequest, state: ClusterState | None) -> Cluster:
+def _cluster(req: SimulateRequest, state: ClusterState | None, dra: bool = False) -> Cluster:
+    """The cluster of the YAML, or the node CSV's with the YAML's DRA objects. With `dra`
+    (generated pods asking for GPUs through claims): a CSV's nodes publish their GPUs as
+    ResourceSlices instead of nvidia.com/gpu, and NVIDIA's GPU DeviceClass is added where
+    the files have none."""
     if state is not None and state.nodes:
-        running = [p for p in state.pods if p.node_name and not p.is_finished]
-        return Cluster(state.nodes, running, state.namespace_labels)
-    if state is not None and any(p.node_name for p in state.pods):
+        cluster = state_cluster(state)
+    elif state is not None and any(p.node_name for p in state.pods):
         raise InputError("the YAML has bound pods but no Nodes to count them on")
-    return Cluster(read_nodes(req.nodes or embedded_gpu_nodes()))
+    else:
+        nodes = read_nodes(req.nodes or embedded_gpu_nodes())
+        cluster = (
+            dataclasses.replace(state_cluster(state), nodes=nodes) if state else Cluster(nodes)
+        )
+        if dra:
+            found = as_dra_cluster(nodes)
+            slices = (*cluster.resource_slices, *found.slices)
+            cluster = dataclasses.replace(
+                cluster, nodes=found.nodes, resource_slices=slices, topologies=found.topologies
+            )
+    if dra and all(c.name != GPU_DEVICE_CLASS for c in cluster.device_classes):
+        classes = (*cluster.device_classes, gpu_device_class())
+        cluster = dataclasses.replace(cluster, device_classes=classes)
+    return cluster
 
 
 def _names(paths: Sequence[Path]) -> str:
@@ -179,8 +200,14 @@ def write_outputs(
 def render_summary(outcome: Outcome, description: str, wall_s: float) -> str:
     s = outcome.summary()
     lines = [f"{description}, {_method_text(outcome)}, seed {outcome.seed}"]
+    devices = outcome.recorder.devices
+    as_devices = (
+        f" ({s['dra_gpus']} as DRA devices of DeviceClass {devices.device_class})"
+        if devices is not None and devices.total
+        else ""
+    )
     lines.append(
-        f"cluster: {s['nodes']} nodes, {s['gpus']} GPUs; "
+        f"cluster: {s['nodes']} nodes, {s['gpus']} GPUs{as_devices}; "
         f"{s['pods_arrived']} pods arrived ({s['arrived_gpu_pct']}% of GPU capacity requested)"
     )
     lines.append(

@@ -20,6 +20,11 @@ message (whose node counts could differ); a departure forgets every such pod sha
 run, when the profile also scores every node, a last PreFilter (`SimCandidates`) leaves out the
 nodes without room for the pod, which changes no decision either. Both are checked against
 full cycles in tests/sim/test_engine.py.
+
+Resource claims: the simulator plays the API's other actors (`claims.py`). A pod's claims made
+from templates appear when it arrives; a placed pod's claims get the allocation Reserve
+assumed and the pod as a consumer (PreBind's write); a departing pod's claims let it go (the
+resourceclaim controller's part), so their devices are free for the pods after it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from batchsched.gang.podgroup import LEGACY_POD_GROUP_LABEL, POD_GROUP_LABEL
 from batchsched.model.pod import PodView
 from batchsched.model.resources import NVIDIA_GPU
 from batchsched.sim.candidates import SimCandidates
+from batchsched.sim.claims import add_claims, bind_claims, free_devices, release_claims
 from batchsched.sim.workload import SimPod
 from batchsched.snapshot import NodeInfo, Snapshot
 
@@ -129,6 +135,7 @@ class Simulator:
         self._seq += 1
 
     def _arrive(self, pod: SimPod, now: float) -> None:
+        add_claims(self.snapshot.dra, pod.claims)
         self.observer.arrived(pod, now)
         if pod.pod.scheduler_name != self.profile.scheduler_name:
             self.ignored.append(pod)
@@ -146,6 +153,8 @@ class Simulator:
         info = self.snapshot.node_of(pod.pod.uid)
         assert info is not None, f"{pod.pod.key} departs but is counted nowhere"
         self.snapshot.forget(pod.pod)
+        if pod.pod.resource_claims:
+            release_claims(self.snapshot.dra, pod.pod)
         if self._unfit:
             self._unfit.clear()  # capacity grew: any shape may fit again
         self.observer.departed(pod, info, now)
@@ -186,6 +195,8 @@ class Simulator:
             self.last_failure.pop(uid, None)
             info = self.snapshot.get(result.node_name)
             assert info is not None
+            if pod.pod.resource_claims:
+                bind_claims(self.snapshot.dra, pod.pod)
             self.observer.placed(pod, info, now)
             if pod.runtime is not None:
                 self._push(now + pod.runtime, _DEPART, pod)
@@ -199,15 +210,19 @@ class Simulator:
         self._unschedulable[queued.pod.uid] = QueuedPod(queued.pod, now, queued.attempts + 1)
 
     def _requeue(self, freed: list[NodeInfo], now: float) -> None:
+        dra = self.snapshot.dra
+        devices = {i.name: free_devices(dra, i.name, i.node.labels) for i in freed}
         for uid, queued in list(self._unschedulable.items()):
             pod = self._waiting[uid]
-            if any(might_fit(pod, info) for info in freed):
+            if any(might_fit(pod, info, devices[info.name]) for info in freed):
                 del self._unschedulable[uid]
                 self._active.append(queued)
 
 
-def might_fit(pod: SimPod, info: NodeInfo) -> bool:
-    """Could the pod fit `info` now, by resources alone? Cheap, and generous when unsure."""
+def might_fit(pod: SimPod, info: NodeInfo, free_devices: int | None = None) -> bool:
+    """Could the pod fit `info` now, by resources alone? Cheap, and generous when unsure.
+    `free_devices`: how many DRA devices the node reaches that no claim holds; a pod whose
+    claims all come from templates (none allocated yet) needs its GPU devices free there."""
     view = pod.pod
     if view.pod_affinity or view.pod_anti_affinity or view.spread_constraints:
         return True  # a departure may lift a pod-level constraint anywhere
@@ -221,6 +236,9 @@ def might_fit(pod: SimPod, info: NodeInfo) -> bool:
     for name, amount in req.scalar.items():
         if info.alloc_scalar.get(name, 0) - info.req_scalar.get(name, 0) < amount:
             return False
+    short = free_devices is not None and pod.claim_gpus > free_devices
+    if short and all(entry.from_template for entry in view.resource_claims):
+        return False  # its claims are its own, unallocated: they need the devices free here
     return not pod.share_milli or info.alloc_scalar.get(NVIDIA_GPU, 0) > 0
 
 
@@ -236,8 +254,11 @@ def with_candidates(profile: Profile) -> Profile:
 def unfit_key(pod: PodView) -> Hashable | None:
     """Everything that decides where a pod fits, i.e. all of it but its name, uid and creation
     time; None for a pod whose fit can grow as other pods are placed (pod affinity, topology
-    spread, a gang member waiting for its quorum), or whose spec does not hash."""
+    spread, a gang member waiting for its quorum, a claim other pods may allocate first), or
+    whose spec does not hash. Claims from templates count by template: what they ask for."""
     if pod.pod_affinity is not None or pod.spread_constraints:
+        return None
+    if any(not entry.from_template for entry in pod.resource_claims):
         return None
     if POD_GROUP_LABEL in pod.labels or LEGACY_POD_GROUP_LABEL in pod.labels:
         return None
@@ -262,6 +283,7 @@ def unfit_key(pod: PodView) -> Hashable | None:
         pod.host_ports,
         pod.images,
         pod.scheduling_gates,
+        tuple((entry.name, entry.template_name) for entry in pod.resource_claims),
     )
     try:
         hash(key)

@@ -5,6 +5,10 @@ arrived GPU requests (all pods that arrived, placed or not) and the allocated GP
 counted), both as a percentage of the cluster's GPUs; the value at a whole arrived percent k is
 the mean over the instants whose arrived percentage rounds to k. A percent no instant rounds to
 (possible on small clusters) takes the state at that point, i.e. the last instant before it.
+
+GPUs are counted wherever they are: `nvidia.com/gpu` (and shares of one, from the GPU ledger)
+and, in a cluster with Dynamic Resource Allocation, the devices of its GPU DeviceClass
+(`device_gpus.py`): one device is one GPU, allocated while a claim holds it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from batchsched.model.resources import NVIDIA_GPU
+from batchsched.sim.device_gpus import DeviceGpus
 from batchsched.sim.workload import SimPod, sim_pod
 from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel
@@ -46,10 +51,14 @@ class Sample:
 
 class FragTracker:
     """The cluster's fragmented milli-GPU (the GPU model's FGD measure, `gpu.fragmentation`),
-    recomputed only for the nodes an instant touched."""
+    recomputed only for the nodes an instant touched. A node's GPU devices, where it has
+    some, are its GPUs (its ledger, from the agent's topology, does not see claims)."""
 
-    def __init__(self, snapshot: Snapshot, model: FragmentationModel) -> None:
+    def __init__(
+        self, snapshot: Snapshot, model: FragmentationModel, devices: DeviceGpus | None = None
+    ) -> None:
         self.model = model
+        self.devices = devices
         self._per_node: dict[str, float] = {}
         self.total = 0.0
         for info in snapshot.nodes:
@@ -57,13 +66,16 @@ class FragTracker:
 
     def touch(self, info: NodeInfo) -> None:
         ledger = info.gpu
-        if ledger is None:
-            return
+        free = self.devices.sorted_free(info.name) if self.devices is not None else None
+        if free is None:
+            if ledger is None:
+                return
+            free = ledger.sorted_free()
         value = self.model.value(
-            ledger.model,
+            ledger.model if ledger is not None else "",
             info.alloc_milli_cpu - info.req_milli_cpu,
             info.alloc_memory - info.req_memory,
-            ledger.sorted_free(),
+            free,
         )
         self.total += value - self._per_node.get(info.name, 0.0)
         self._per_node[info.name] = value
@@ -75,6 +87,7 @@ class Recorder:
 
     snapshot: Snapshot
     target: Workload
+    devices: DeviceGpus | None = None  # GPUs published as DRA devices, if any
     gpu_total_milli: int = 0
     cpu_total_milli: int = 0
     arrived_count: int = 0
@@ -97,7 +110,11 @@ class Recorder:
             for pod in info.pods.values():  # bound before the clock started
                 self.running += 1
                 self.gpu_alloc_milli += sim_pod(pod, 0.0, None).gpu_milli
-        self._frag = FragTracker(self.snapshot, FragmentationModel(self.target))
+        if self.devices is not None:
+            self.gpu_total_milli += self.devices.total * MILLI_PER_GPU
+            self.gpu_alloc_milli += self.devices.held * MILLI_PER_GPU
+        model = FragmentationModel(self.target)
+        self._frag = FragTracker(self.snapshot, model, self.devices)
 
     @property
     def frag_milli(self) -> float:
@@ -105,21 +122,27 @@ class Recorder:
 
     def arrived(self, pod: SimPod, now: float) -> None:
         self.arrived_count += 1
-        self.arrived_gpu_milli += pod.gpu_milli
+        self.arrived_gpu_milli += pod.gpu_milli + pod.claim_gpus * MILLI_PER_GPU
 
     def placed(self, pod: SimPod, info: NodeInfo, now: float) -> None:
         self.placed_count += 1
         self.running += 1
-        self.gpu_alloc_milli += pod.gpu_milli
+        self.gpu_alloc_milli += pod.gpu_milli + self._devices_moved(pod, info)
         self.cpu_alloc_milli += pod.pod.requests.milli_cpu
         self.waits.append(now - pod.arrival)
         self._touched[info.name] = info
 
     def departed(self, pod: SimPod, info: NodeInfo, now: float) -> None:
         self.running -= 1
-        self.gpu_alloc_milli -= pod.gpu_milli
+        self.gpu_alloc_milli += self._devices_moved(pod, info) - pod.gpu_milli
         self.cpu_alloc_milli -= pod.pod.requests.milli_cpu
         self._touched[info.name] = info
+
+    def _devices_moved(self, pod: SimPod, info: NodeInfo) -> int:
+        """Milli-GPU of DRA devices the pod's claims took or gave back on the node."""
+        if self.devices is None or not pod.pod.resource_claims:
+            return 0
+        return self.devices.recount(info.name) * MILLI_PER_GPU
 
     def instant_done(self, now: float, waiting: int) -> None:
         if self._frag is not None:

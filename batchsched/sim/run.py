@@ -10,20 +10,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from batchsched.cluster_file import load_cluster
+from batchsched.cluster_file import ClusterState, load_cluster
+from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from batchsched.framework.profile import Profile
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.model.resources import NVIDIA_GPU
+from batchsched.sim.device_gpus import DeviceGpus
+from batchsched.sim.dra_cluster import GPU_DEVICE_CLASS
 from batchsched.sim.engine import Simulator
 from batchsched.sim.metrics import Recorder
 from batchsched.sim.progress import Progress
 from batchsched.sim.sampler import sample_to_target
 from batchsched.sim.trace import PodFactory, TracePod, read_nodes
-from batchsched.sim.workload import SimPod, paper_workload, yaml_workload
+from batchsched.sim.workload import SimPod, paper_workload, with_claim_gpus, yaml_workload
 from batchsched.snapshot import Snapshot
 from gpu.requests import gpu_request
-from gpu.topology import MILLI_PER_GPU
+from gpu.topology import MILLI_PER_GPU, NodeTopology
 from gpu.workload import MIB, PodShape, Workload, typical_workload
 
 PAPER: Final = "paper"
@@ -35,27 +38,50 @@ class Cluster:
     nodes: list[NodeView]
     running: list[PodView] = field(default_factory=list)  # bound before the clock starts
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Dynamic Resource Allocation (resource.k8s.io/v1), in the snapshot before the clock starts.
+    device_classes: Sequence[DeviceClass] = ()
+    resource_slices: Sequence[ResourceSlice] = ()
+    resource_claims: Sequence[ResourceClaim] = ()
+    topologies: Mapping[str, NodeTopology] = field(default_factory=dict)  # the agent's, by node
+    gpu_device_class: str = GPU_DEVICE_CLASS  # its devices are GPUs to the metrics
 
 
 def trace_cluster(path: Path) -> Cluster:
     return Cluster(read_nodes(path))
 
 
-def yaml_cluster(path: Path) -> tuple[Cluster, list[SimPod]]:
-    """Nodes and bound pods from Kubernetes YAML; its pending pods arrive as a workload."""
-    state = load_cluster([path])
+def state_cluster(state: ClusterState) -> Cluster:
+    """The nodes, bound pods and DRA objects of cluster files."""
     running = [p for p in state.pods if p.node_name and not p.is_finished]
+    return Cluster(
+        state.nodes,
+        running,
+        state.namespace_labels,
+        state.device_classes,
+        state.resource_slices,
+        state.resource_claims,
+    )
+
+
+def state_workload(state: ClusterState, gpu_device_class: str = GPU_DEVICE_CLASS) -> list[SimPod]:
+    """The pending pods of cluster files, with the GPU devices their claims ask for."""
     pending = [p for p in state.pods if not p.node_name and not p.is_finished]
-    return Cluster(state.nodes, running, state.namespace_labels), yaml_workload(pending)
+    return with_claim_gpus(yaml_workload(pending), state.resource_claims, gpu_device_class)
+
+
+def yaml_cluster(path: Path) -> tuple[Cluster, list[SimPod]]:
+    """Nodes, bound pods and DRA objects from Kubernetes YAML; its pending pods arrive as a
+    workload."""
+    state = load_cluster([path], devices=True)
+    return state_cluster(state), state_workload(state)
 
 
 def pod_shape(pod: SimPod) -> PodShape:
     """The pod as the fragmentation measure sees it."""
     request = gpu_request(pod.pod)
     requests = pod.pod.requests
-    return PodShape(
-        requests.milli_cpu, requests.memory, request.count, request.milli, request.models
-    )
+    count = request.count + pod.claim_gpus
+    return PodShape(requests.milli_cpu, requests.memory, count, request.milli, request.models)
 
 
 def trace_shape(pod: TracePod) -> PodShape:
@@ -105,6 +131,7 @@ class Outcome:
             "profile": sim.profile.describe()["score"],
             "nodes": len(sim.snapshot),
             "gpus": self.gpus,
+            "dra_gpus": rec.devices.total if rec.devices is not None else 0,
             "pods_arrived": rec.arrived_count,
             "pods_placed": rec.placed_count,
             "pods_waiting": sim.waiting,
@@ -168,8 +195,11 @@ def simulate(
     """Replay `pods` on `cluster` through `profile`, one scheduling cycle per pod attempt."""
     if percentage is not None:
         profile = dataclasses.replace(profile, percentage_of_nodes_to_score=percentage)
-    snapshot = Snapshot(cluster.nodes, cluster.running, cluster.namespace_labels)
-    recorder = Recorder(snapshot, target)
+    snapshot = cluster_snapshot(cluster)
+    devices = None
+    if cluster.resource_slices:
+        devices = DeviceGpus(snapshot.dra, snapshot.nodes, cluster.gpu_device_class)
+    recorder = Recorder(snapshot, target, devices)
     progress = Progress(len(pods), f"simulate ({method})", enabled=show_progress)
     simulator = Simulator(
         snapshot, profile, recorder, seed=seed, progress=progress, record_reasons=record_reasons
@@ -179,6 +209,22 @@ def simulate(
     elapsed = time.perf_counter() - start
     progress.close()
     return Outcome(method, seed, inflation, recorder, simulator, elapsed, len(pods))
+
+
+def cluster_snapshot(cluster: Cluster) -> Snapshot:
+    """The snapshot the run starts from: nodes, bound pods, the agent's GPU topologies and the
+    DRA objects (as `batchsched place` loads them)."""
+    snapshot = Snapshot(cluster.nodes, cluster.running, cluster.namespace_labels)
+    for name, topology in cluster.topologies.items():
+        snapshot.set_measured_topology(name, topology)
+    dra = snapshot.dra
+    for device_class in cluster.device_classes:
+        dra.set_class(device_class)
+    for resource_slice in cluster.resource_slices:
+        dra.set_slice(resource_slice)
+    for claim in cluster.resource_claims:
+        dra.set_claim(claim)
+    return snapshot
 
 
 PAPER_PERCENTAGE: Final = 100  # the paper's simulator scores every feasible node

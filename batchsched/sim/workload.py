@@ -2,7 +2,9 @@
 
 Every source yields `SimPod`s: the pod view the scheduler sees, its arrival on the virtual clock
 (seconds), its runtime once bound (None: it never leaves), and its GPU request in milli-GPU
-(whole GPUs x 1000, or the share it asks for) for the allocation metrics.
+(whole GPUs x 1000, or the share it asks for) for the allocation metrics. A pod that asks for
+GPUs through Dynamic Resource Allocation claims carries how many GPU devices they ask for, and
+the claims the resourceclaim controller makes for it when it arrives (from its templates).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from batchsched.dra.objects import ResourceClaim
 from batchsched.model.errors import InvalidObject
 from batchsched.model.fields import FieldError
 from batchsched.model.pod import PodView
 from batchsched.model.resources import NVIDIA_GPU
+from batchsched.sim.claims import pod_devices
 from batchsched.sim.sampler import SampledPod
 from batchsched.sim.trace import PodFactory, TracePod
 from gpu.requests import InvalidGpuRequest, gpu_request
@@ -29,7 +33,9 @@ class SimPod:
     pod: PodView
     arrival: float
     runtime: float | None = None
-    gpu_milli: int = 0
+    gpu_milli: int = 0  # nvidia.com/gpu or a share of one, not DRA devices
+    claims: tuple[ResourceClaim, ...] = ()  # made for it from templates when it arrives
+    claim_gpus: int = 0  # GPU devices its claims ask for (shared claims: the first pod)
 
     @property
     def whole_gpus(self) -> int:
@@ -94,6 +100,20 @@ def yaml_workload(pods: Sequence[PodView]) -> list[SimPod]:
             out.append(sim_pod(dataclasses.replace(pod, creation_time=arrival), arrival, runtime))
         except FieldError as err:
             raise InvalidObject("Pod", pod.key, err.field, err.message) from err
+    return out
+
+
+def with_claim_gpus(
+    pods: Sequence[SimPod], claims: Sequence[ResourceClaim], device_class: str
+) -> list[SimPod]:
+    """The pods with the GPU devices (of `device_class`) their claims ask for; a claim several
+    pods share counts toward the first of them."""
+    by_key = {c.key: c for c in claims}
+    seen: set[str] = set()
+    out = []
+    for pod in pods:
+        gpus = pod_devices(pod.pod, by_key, device_class, seen) if pod.pod.resource_claims else 0
+        out.append(dataclasses.replace(pod, claim_gpus=gpus) if gpus else pod)
     return out
 
 
