@@ -20,14 +20,13 @@ from kubernetes_asyncio.client import ApiClient
 from batchsched.clock import Clock, SystemClock
 from batchsched.kube.client import (
     MERGE_PATCH,
-    STRATEGIC_MERGE_PATCH,
     ApiError,
     ApiUnavailable,
     NotLeading,
     micro_time,
     request_json,
-    rfc3339,
 )
+from batchsched.kube.pod_status import PodStatusWriter
 from batchsched.model.pod import PodView
 
 __all__ = ["BindError", "EventRecorder", "KubeBinder", "PodStatusWriter", "micro_time"]
@@ -140,82 +139,6 @@ class KubeBinder:
                 )
             return bound
         return False
-
-
-class PodStatusWriter:
-    """PodScheduled=False/Unschedulable and nominatedNodeName, written only when they change.
-
-    What we last wrote is remembered per pod uid: only this scheduler writes these fields of
-    its pending pods, so a repeat write would change nothing but the API server's load.
-    """
-
-    def __init__(
-        self, api: ApiClient, *, clock: Clock | None = None, timeout: float = 30.0
-    ) -> None:
-        self._api = api
-        self._clock: Clock = clock or SystemClock()
-        self._timeout = timeout
-        self._conditions: OrderedDict[str, str] = OrderedDict()
-        self._nominated: OrderedDict[str, str | None] = OrderedDict()
-
-    async def mark_unschedulable(self, pod: PodView, message: str) -> None:
-        previous = self._conditions.get(pod.uid)
-        if previous == message:
-            return
-        condition: dict[str, object] = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-        }
-        if previous is None:
-            # The status flips (or we cannot know it didn't): a new transition time. When only
-            # the message changes, the server keeps the one it has.
-            condition["lastTransitionTime"] = rfc3339(self._clock.wall())
-        # Strategic merge keys conditions by type: the pod's other conditions are untouched.
-        if await self._patch_status(pod, {"conditions": [condition]}, "mark_unschedulable"):
-            _remember(self._conditions, pod.uid, message)
-
-    async def set_nominated_node(self, pod: PodView, node_name: str | None) -> None:
-        if pod.uid in self._nominated and self._nominated[pod.uid] == node_name:
-            return
-        status = {"nominatedNodeName": node_name or None}
-        if await self._patch_status(pod, status, "set_nominated_node"):
-            _remember(self._nominated, pod.uid, node_name)
-
-    def forget(self, uid: str) -> None:
-        """The pod is gone: drop what we remembered about it."""
-        self._conditions.pop(uid, None)
-        self._nominated.pop(uid, None)
-
-    async def _patch_status(self, pod: PodView, status: Mapping[str, object], what: str) -> bool:
-        path = f"{_pod_path(pod.namespace, pod.name)}/status"
-        # The uid is a precondition: a same-named pod created since is refused (422, uid is
-        # immutable) instead of receiving another pod's verdict.
-        patch = {"metadata": {"uid": pod.uid}, "status": status}
-        try:
-            await request_json(
-                self._api,
-                "PATCH",
-                path,
-                body=patch,
-                content_type=STRATEGIC_MERGE_PATCH,
-                timeout=self._timeout,
-            )
-        except (ApiError, ApiUnavailable) as err:
-            gone = isinstance(err, NotLeading) or (
-                isinstance(err, ApiError)
-                and (err.status == 404 or (err.status == 422 and "metadata.uid" in err.message))
-            )
-            log.log(
-                logging.DEBUG if gone else logging.WARNING,
-                "pod status write failed op=%s pod=%s error=%s",
-                what,
-                pod.key,
-                err,
-            )
-            return False
-        return True
 
 
 def _remember(memory: OrderedDict[K, V], key: K, value: V) -> None:

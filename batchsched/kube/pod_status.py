@@ -1,0 +1,155 @@
+"""The pending pod's status fields this scheduler owns: the PodScheduled condition and
+nominatedNodeName. Best effort: failures are logged, never raised into the scheduling loop."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Final, Generic, TypeVar
+
+from kubernetes_asyncio.client import ApiClient
+
+from batchsched.clock import Clock, SystemClock
+from batchsched.kube.client import (
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    ApiUnavailable,
+    NotLeading,
+    request_json,
+    rfc3339,
+)
+from batchsched.model.pod import PodView
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+MAX_REMEMBERED: Final = 10_000
+
+
+class LatestWins(Generic[V]):
+    """Serialises writes per key, newest value last: a write asked for while another for the
+    same key is in flight is left to that writer, which writes it next (values asked for in
+    between are skipped: only the newest matters)."""
+
+    def __init__(self) -> None:
+        self._wanted: dict[Hashable, V] = {}
+
+    async def write(
+        self,
+        key: Hashable,
+        value: V,
+        write: Callable[[PodView, V], Awaitable[None]],
+        pod: PodView,
+    ) -> None:
+        busy = key in self._wanted
+        self._wanted[key] = value
+        if busy:
+            return
+        try:
+            while True:
+                wanted = self._wanted[key]
+                await write(pod, wanted)
+                if self._wanted[key] == wanted:
+                    return
+        finally:
+            del self._wanted[key]
+
+
+class PodStatusWriter:
+    """PodScheduled=False/Unschedulable and nominatedNodeName, written only when they change.
+
+    What we last wrote is remembered per pod uid: only this scheduler writes these fields of
+    its pending pods, so a repeat write would change nothing but the API server's load.
+    One write per pod and field is in flight at a time, and the newest wish is written last:
+    two verdicts a few milliseconds apart (a template claim not made yet, then no devices)
+    must not land in the wrong order and leave the older message on the pod.
+    """
+
+    def __init__(
+        self, api: ApiClient, *, clock: Clock | None = None, timeout: float = 30.0
+    ) -> None:
+        self._api = api
+        self._clock: Clock = clock or SystemClock()
+        self._timeout = timeout
+        self._conditions: OrderedDict[str, str] = OrderedDict()
+        self._nominated: OrderedDict[str, str | None] = OrderedDict()
+        self._latest: LatestWins[str | None] = LatestWins()
+
+    async def mark_unschedulable(self, pod: PodView, message: str) -> None:
+        await self._latest.write(("condition", pod.uid), message, self._mark, pod)
+
+    async def set_nominated_node(self, pod: PodView, node_name: str | None) -> None:
+        await self._latest.write(("nominated", pod.uid), node_name, self._nominate, pod)
+
+    async def _mark(self, pod: PodView, message: str | None) -> None:
+        assert message is not None
+        previous = self._conditions.get(pod.uid)
+        if previous == message:
+            return
+        condition: dict[str, object] = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+        }
+        if previous is None:
+            # The status flips (or we cannot know it didn't): a new transition time. When only
+            # the message changes, the server keeps the one it has.
+            condition["lastTransitionTime"] = rfc3339(self._clock.wall())
+        # Strategic merge keys conditions by type: the pod's other conditions are untouched.
+        if await self._patch_status(pod, {"conditions": [condition]}, "mark_unschedulable"):
+            _remember(self._conditions, pod.uid, message)
+
+    async def _nominate(self, pod: PodView, node_name: str | None) -> None:
+        if pod.uid in self._nominated and self._nominated[pod.uid] == node_name:
+            return
+        status = {"nominatedNodeName": node_name or None}
+        if await self._patch_status(pod, status, "set_nominated_node"):
+            _remember(self._nominated, pod.uid, node_name)
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone: drop what we remembered about it."""
+        self._conditions.pop(uid, None)
+        self._nominated.pop(uid, None)
+
+    async def _patch_status(self, pod: PodView, status: Mapping[str, object], what: str) -> bool:
+        path = f"{_pod_path(pod.namespace, pod.name)}/status"
+        # The uid is a precondition: a same-named pod created since is refused (422, uid is
+        # immutable) instead of receiving another pod's verdict.
+        patch = {"metadata": {"uid": pod.uid}, "status": status}
+        try:
+            await request_json(
+                self._api,
+                "PATCH",
+                path,
+                body=patch,
+                content_type=STRATEGIC_MERGE_PATCH,
+                timeout=self._timeout,
+            )
+        except (ApiError, ApiUnavailable) as err:
+            gone = isinstance(err, NotLeading) or (
+                isinstance(err, ApiError)
+                and (err.status == 404 or (err.status == 422 and "metadata.uid" in err.message))
+            )
+            log.log(
+                logging.DEBUG if gone else logging.WARNING,
+                "pod status write failed op=%s pod=%s error=%s",
+                what,
+                pod.key,
+                err,
+            )
+            return False
+        return True
+
+
+def _remember(memory: OrderedDict[K, V], key: K, value: V) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > MAX_REMEMBERED:
+        memory.popitem(last=False)
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
