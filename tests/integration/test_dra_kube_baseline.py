@@ -168,7 +168,11 @@ async def test_a_finished_pod_frees_its_gpus_for_the_pod_waiting_on_them(
     after_done = rec.claim_history(claim, handed.finished)
     after_delete = rec.claim_history(again, removed)
     for history in (after_done, after_delete):
-        assert [step for _, step in history] == RELEASE_STEPS, history
+        steps = [step for _, step in history]
+        # Deallocated first and deleted last; the controller may set deletionTimestamp
+        # before it removes its finalizer (an update that reads as deallocated again).
+        assert steps[0] == RELEASE_STEPS[0] and steps[-1] == RELEASE_STEPS[-1], history
+        assert set(steps[1:-1]) <= set(RELEASE_STEPS[:2]), history
     # The record (pytest -o log_cli=true -o log_cli_level=INFO shows it).
     log.info("allocated claim status: %s", json.dumps(claim["status"]))
     log.info("pod Succeeded seen %.3fs after the patch; from then on:", done.at - handed.finished)
