@@ -9,7 +9,7 @@ its consumers (the driver's status, labels) moves nothing.
 from __future__ import annotations
 
 from batchsched.cache import SchedulerCache
-from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
+from batchsched.dra.objects import MAX_RESERVED_FOR, DeviceClass, ResourceClaim, ResourceSlice
 from batchsched.model.pod import PodView
 from batchsched.runtime.queue import SchedulingQueue
 
@@ -59,7 +59,9 @@ class ResourceClaimEvents:
     def on_update(self, old: ResourceClaim, new: ResourceClaim) -> None:
         self.cache.snapshot.dra.set_claim(new)
         freed = old.allocation is not None and new.allocation is None
-        released = len(new.reserved_for) < len(old.reserved_for)
+        # A consumer leaving helps a waiting pod only when the claim was full (256): the
+        # resourceclaim controller churns reservedFor of shared claims of finished pods.
+        released = len(old.reserved_for) >= MAX_RESERVED_FOR > len(new.reserved_for)
         if freed or released or new.deleting != old.deleting:
             self.queue.move_where("ResourceClaimUpdate", _claims_pods)
 
