@@ -123,7 +123,7 @@ def collect(
             objects.devices.append((origin, obj))
         else:
             known = ", ".join(KNOWN_KINDS if devices else BASE_KINDS)
-            only = " (DRA objects are read by `batchsched place` only)" if kind in DRA_KINDS else ""
+            only = " (this reader was asked to leave DRA objects out)" if kind in DRA_KINDS else ""
             raise ClusterFileError(
                 f"{origin}: {kind} {name}: unknown kind {kind!r}; expected one of {known}{only}"
             )

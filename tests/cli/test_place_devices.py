@@ -242,14 +242,14 @@ def test_which_claims_are_made_from_templates(
 
 
 def test_a_reader_that_models_no_devices_refuses_dra_objects_as_before(tmp_path: Path) -> None:
-    """The simulator reads cluster files without `devices`: its pods with claims would
+    """A caller that models no devices reads without `devices`: its pods with claims would
     otherwise be scheduled against no devices at all."""
     path = write(tmp_path / "c.yaml", [make_node("dgx-0").obj(), gpu_slice("dgx-0")])
     with pytest.raises(ClusterFileError) as caught:
         load_cluster([path])
     message = str(caught.value)
     assert "c.yaml#1: ResourceSlice dgx-0-gpu.nvidia.com-abcde: unknown kind" in message
-    assert "PodGroup (DRA objects are read by `batchsched place` only)" in message
+    assert "PodGroup (this reader was asked to leave DRA objects out)" in message
 
 
 # Bad input
