@@ -11,6 +11,7 @@ from batchsched.bench import (
     chaos,
     core,
     dra_core,
+    dra_e2e,
     e2e,
     e2e_gang,
     e2e_preemption,
@@ -27,6 +28,7 @@ def main() -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     core.add_parser(commands)
     dra_core.add_parser(commands)
+    dra_e2e.add_parser(commands)
     gang_core.add_parser(commands)
     parse.add_parser(commands)
     e2e.add_parser(commands)
