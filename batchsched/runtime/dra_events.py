@@ -49,25 +49,44 @@ class ResourceSliceEvents:
 
 
 class ResourceClaimEvents:
+    """Queueing hints as kube-scheduler 1.34's: a claim made, changed or deleted helps the pods
+    that use it; devices coming free (an allocation cleared, an allocated claim deleted) help
+    every pod with claims; a full claim (256 consumers) losing one helps its users."""
+
     def __init__(self, cache: SchedulerCache, queue: SchedulingQueue) -> None:
         self.cache, self.queue = cache, queue
 
     def on_add(self, claim: ResourceClaim) -> None:
         self.cache.snapshot.dra.set_claim(claim)
-        self.queue.move_where("ResourceClaimAdd", _claims_pods)
+        self.queue.move_where("ResourceClaimAdd", lambda pod: uses(pod, claim))
 
     def on_update(self, old: ResourceClaim, new: ResourceClaim) -> None:
         self.cache.snapshot.dra.set_claim(new)
-        freed = old.allocation is not None and new.allocation is None
-        # A consumer leaving helps a waiting pod only when the claim was full (256): the
-        # resourceclaim controller churns reservedFor of shared claims of finished pods.
-        released = len(old.reserved_for) >= MAX_RESERVED_FOR > len(new.reserved_for)
-        if freed or released or new.deleting != old.deleting:
+        if old.allocation is not None and new.allocation is None:
             self.queue.move_where("ResourceClaimUpdate", _claims_pods)
+            return
+        # The resourceclaim controller churns reservedFor of shared claims of finished pods:
+        # a consumer leaving matters only to a claim that was full.
+        released = len(old.reserved_for) >= MAX_RESERVED_FOR > len(new.reserved_for)
+        if released or new.deleting != old.deleting:
+            self.queue.move_where("ResourceClaimUpdate", lambda pod: uses(pod, new))
 
     def on_delete(self, claim: ResourceClaim) -> None:
         self.cache.snapshot.dra.remove_claim(claim.key)
-        self.queue.move_where("ResourceClaimDelete", _claims_pods)
+        if claim.allocation is not None:
+            self.queue.move_where("ResourceClaimDelete", _claims_pods)
+        else:
+            self.queue.move_where("ResourceClaimDelete", lambda pod: uses(pod, claim))
+
+
+def uses(pod: PodView, claim: ResourceClaim) -> bool:
+    """Whether the pod names the claim, or the claim was made for it from a template."""
+    if pod.namespace != claim.namespace or not pod.resource_claims:
+        return False
+    if claim.owner_uid and claim.owner_uid == pod.uid:
+        return True
+    named = {c.claim_name for c in pod.resource_claims if c.claim_name}
+    return claim.name in named or claim.name in pod.claim_statuses.values()
 
 
 def _claims_pods(pod: PodView) -> bool:
