@@ -1,10 +1,11 @@
 """Pure-core cost of allocating DRA claims, against the same GPUs asked for as `nvidia.com/gpu`.
 
-Two clusters of the same DGX-H100-like nodes (8 GPUs in two NVLink islands of four, two PCIe
-roots), built in one run: one publishes its GPUs as ResourceSlices shaped like NVIDIA's DRA
-driver (`gpu.nvidia.com`), the other as the `nvidia.com/gpu` extended resource with the
-same topology. The same pods go through the default profile on each, one at a time: on the
-first each asks for its GPUs through a ResourceClaim, on the second through the resource.
+Two clusters of the same DGX-H100-like nodes (batchsched/dra/nvidia.py's: 8 GPUs in two
+NVLink islands of four, two PCIe roots), built in one run: one publishes its GPUs as
+ResourceSlices as NVIDIA's DRA driver does (`gpu.nvidia.com`), the other as the
+`nvidia.com/gpu` extended resource with the same topology. The same pods go through the
+default profile on each, one at a time: on the first each asks for its GPUs through a
+ResourceClaim, on the second through the resource.
 Reported: the time per pod on each, their ratio, and the share of the pods of 2-4 GPUs (those
 an island can hold) whose GPUs form one NVLink island on each (DynamicResources vs
 GpuTopology, which choose by the same model).
@@ -20,6 +21,7 @@ import random
 import time
 from typing import Any
 
+from batchsched.dra.nvidia import GPU_CLASS, H100_SXM, device_class, dgx_h100_slice, dgx_topology
 from batchsched.dra.parse import parse_device_class, parse_resource_claim, parse_resource_slice
 from batchsched.framework.registry import assemble_profile
 from batchsched.framework.runner import ProfileRunner
@@ -27,67 +29,8 @@ from batchsched.model.node import parse_node
 from batchsched.model.pod import PodView, parse_pod
 from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
 from batchsched.snapshot import Snapshot
-from gpu.topology import GpuDevice, Link, LinkLevel, NodeTopology, NumaNode, link_matrix
 
-DRIVER = "gpu.nvidia.com"
-PRODUCT = "NVIDIA H100 80GB HBM3"
 SIZES = (1, 2, 4, 8)  # GPUs per pod in the mixed workload
-
-
-def topology(node: str) -> NodeTopology:
-    """Two NVLink islands of four (0-3 and 4-7), one per socket and PCIe root."""
-    island = Link(LinkLevel.NVLINK, 6, 300)
-    pairs = {(i, j): island for i in range(8) for j in range(i + 1, 8) if i // 4 == j // 4}
-    gpus = tuple(
-        GpuDevice(i, uuid(node, i), PRODUCT, 81559, i // 4, f"00000000:{i + 16:02X}:00.0")
-        for i in range(8)
-    )
-    numa = (NumaNode(0, 0, (), 0), NumaNode(1, 1, (), 0))
-    return NodeTopology(PRODUCT, gpus, numa, link_matrix(8, pairs, Link(LinkLevel.SYS)))
-
-
-def uuid(node: str, index: int) -> str:
-    return f"GPU-{node}-{index:02d}"
-
-
-def gpu_slice(node: str) -> dict[str, Any]:
-    devices = [
-        {
-            "name": f"gpu-{i}",
-            "attributes": {
-                "type": {"string": "gpu"},
-                "uuid": {"string": uuid(node, i)},
-                "productName": {"string": PRODUCT},
-                "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i // 4:02x}"},
-            },
-            "capacity": {"memory": {"value": "81559Mi"}},
-        }
-        for i in range(8)
-    ]
-    return {
-        "metadata": {"name": f"{node}-{DRIVER}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-
-
-GPU_CLASS = {
-    "metadata": {"name": DRIVER},
-    "spec": {
-        "selectors": [
-            {
-                "cel": {
-                    "expression": "device.driver == 'gpu.nvidia.com' && "
-                    "device.attributes['gpu.nvidia.com'].type == 'gpu'"
-                }
-            }
-        ]
-    },
-}
 
 
 def node(name: str, gpus: int) -> dict[str, Any]:
@@ -95,7 +38,7 @@ def node(name: str, gpus: int) -> dict[str, Any]:
     if gpus:
         allocatable["nvidia.com/gpu"] = str(gpus)
     return {
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": PRODUCT}},
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": H100_SXM.name}},
         "status": {"allocatable": allocatable},
     }
 
@@ -114,7 +57,7 @@ def pod(index: int, gpus: int, claim: bool) -> PodView:
 
 
 def claim(index: int, gpus: int) -> dict[str, Any]:
-    request = {"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": gpus}}
+    request = {"name": "gpus", "exactly": {"deviceClassName": GPU_CLASS, "count": gpus}}
     meta = {"name": f"claim-{index}", "namespace": "ml", "uid": f"c{index}"}
     return {"metadata": meta, "spec": {"devices": {"requests": [request]}}}
 
@@ -122,15 +65,15 @@ def claim(index: int, gpus: int) -> dict[str, Any]:
 def clusters(nodes: int, sizes: list[int]) -> tuple[Snapshot, Snapshot]:
     names = [f"node-{i}" for i in range(nodes)]
     dra = Snapshot([parse_node(node(n, 0)) for n in names])
-    dra.dra.set_class(parse_device_class(GPU_CLASS))
+    dra.dra.set_class(parse_device_class(device_class()))
     for name in names:
-        dra.dra.set_slice(parse_resource_slice(gpu_slice(name)))
+        dra.dra.set_slice(parse_resource_slice(dgx_h100_slice(name)))
     for index, gpus in enumerate(sizes):
         dra.dra.set_claim(parse_resource_claim(claim(index, gpus)))
     plain = Snapshot([parse_node(node(n, 8)) for n in names])
     for snapshot in (dra, plain):
         for name in names:
-            snapshot.set_measured_topology(name, topology(name))
+            snapshot.set_measured_topology(name, dgx_topology(name))
     return dra, plain
 
 

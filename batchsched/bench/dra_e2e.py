@@ -40,15 +40,10 @@ from kubernetes_asyncio.client import ApiClient
 from batchsched.bench.chaos import kwok_up
 from batchsched.bench.dra_e2e_claims import CLAIMS_PATH, ClaimLedger, ClaimWatch
 from batchsched.bench.dra_e2e_objects import (
-    H100_SXM,
     claim_pod,
     collection_path,
-    dgx_gpus,
     dgx_nrt,
-    dgx_topology,
     dra_node,
-    gpu_device_class,
-    gpu_slice,
     gpus_template,
 )
 from batchsched.bench.dra_e2e_report import (
@@ -82,6 +77,7 @@ from batchsched.bench.harness import (
 )
 from batchsched.bench.harness_phase import scheduler_metrics, timed_phase
 from batchsched.bench.harness_report import machine_info
+from batchsched.dra.nvidia import device_class, dgx_h100_slice, dgx_topology
 from batchsched.kube.client import api_client, request_json
 
 SCHEDULERS: Final = ("batchsched", "kube-scheduler")
@@ -130,9 +126,9 @@ async def set_up_cluster(api: ApiClient, nodes: int) -> list[str]:
         await create_or_keep(api, "/api/v1/nodes", dra_node(name))
     await wait_nodes_ready(api, names)
     heartbeat = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    objects = [gpu_device_class()]
+    objects = [device_class()]
     for name in names:
-        objects += [gpu_slice(name, dgx_gpus(name), H100_SXM), dgx_nrt(name, heartbeat)]
+        objects += [dgx_h100_slice(name), dgx_nrt(name, heartbeat)]
     for obj in objects:
         await create_or_keep(api, collection_path(obj), obj)
     return names

@@ -20,8 +20,9 @@ from typing import Any, Final
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.bench.dra_e2e_objects import DRIVER, RESOURCE_PATH, claim_devices
+from batchsched.bench.dra_e2e_objects import RESOURCE_PATH, claim_devices
 from batchsched.bench.e2e_cluster import BenchError
+from batchsched.dra.nvidia import DRIVER
 from batchsched.kube.client import ApiUnavailable, open_stream, request_json
 from batchsched.kube.informer import WatchLines, decode_event
 

@@ -113,15 +113,24 @@ def new_run_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="batchsched-e2e-"))
 
 
-def node_body(name: str) -> dict[str, object]:
-    resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+def node_body(
+    name: str,
+    resources: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, object]:
+    """A bench Node with `resources` as capacity and allocatable (scheduler_perf's by
+    default)."""
+    resources = dict(resources or {"cpu": "4", "memory": "32Gi", "pods": "110"})
+    metadata: dict[str, object] = {
+        "name": name,
+        "labels": {"kubernetes.io/hostname": name, BENCH_LABEL: "true"},
+    }
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, BENCH_LABEL: "true"},
-        },
+        "metadata": metadata,
         "status": {"capacity": resources, "allocatable": resources},
     }
 

@@ -17,26 +17,21 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from batchsched.dra import nvidia
 from batchsched.dra.objects import DeviceClass, ResourceSlice
 from batchsched.dra.parse import parse_device_class, parse_resource_slice
-from batchsched.dra.sets import PCIE_ROOT
-from batchsched.dra.templates import RESOURCE_API
 from batchsched.model.node import NodeView
 from batchsched.model.resources import NVIDIA_GPU
 from gpu.discovery import topology_for
 from gpu.topology import NodeTopology
 
-GPU_DRIVER: Final = "gpu.nvidia.com"
 # The DeviceClass NVIDIA's chart installs for whole GPUs; the simulator counts its devices as
 # the cluster's GPUs.
-GPU_DEVICE_CLASS: Final = "gpu.nvidia.com"
-GPU_SELECTOR: Final = (
-    f"device.driver == '{GPU_DRIVER}' && device.attributes['{GPU_DRIVER}'].type == 'gpu'"
-)
+GPU_DEVICE_CLASS: Final = nvidia.GPU_CLASS
 _UUIDS: Final = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # uuid.NAMESPACE_URL
 
 
@@ -49,14 +44,7 @@ class DraNodes:
 
 def gpu_device_class() -> DeviceClass:
     """NVIDIA's `gpu.nvidia.com` DeviceClass: every device of its driver of type gpu."""
-    return parse_device_class(
-        {
-            "apiVersion": RESOURCE_API,
-            "kind": "DeviceClass",
-            "metadata": {"name": GPU_DEVICE_CLASS},
-            "spec": {"selectors": [{"cel": {"expression": GPU_SELECTOR}}]},
-        }
-    )
+    return parse_device_class(nvidia.device_class(GPU_DEVICE_CLASS))
 
 
 def as_dra_cluster(nodes: Sequence[NodeView]) -> DraNodes:
@@ -94,29 +82,17 @@ def gpu_slice(node_name: str, topology: NodeTopology) -> ResourceSlice:
     """The slice NVIDIA's kubelet plugin publishes for the node's GPUs (healthy or not: the
     driver publishes what NVML lists)."""
     root_of = {i: n for n, group in enumerate(topology.sockets) for i in group}
-    devices = []
-    for gpu in topology.gpus:
-        attributes: dict[str, Mapping[str, object]] = {
-            "type": {"string": "gpu"},
-            "uuid": {"string": f"GPU-{uuid.uuid5(_UUIDS, f'{node_name}/{gpu.index}')}"},
-            "productName": {"string": gpu.model.replace("-", " ")},
-            "pcieBusID": {"string": gpu.pci_bus_id},
-            PCIE_ROOT: {"string": f"pci{root_of.get(gpu.index, 0):04x}:00"},
-        }
-        device: dict[str, object] = {"name": f"gpu-{gpu.index}", "attributes": attributes}
-        if gpu.memory_mib:
-            device["capacity"] = {"memory": {"value": f"{gpu.memory_mib}Mi"}}
-        devices.append(device)
+    devices = [
+        nvidia.basic_gpu(
+            gpu.index,
+            f"GPU-{uuid.uuid5(_UUIDS, f'{node_name}/{gpu.index}')}",
+            gpu.model.replace("-", " "),
+            f"pci{root_of.get(gpu.index, 0):04x}:00",
+            f"{gpu.memory_mib}Mi" if gpu.memory_mib else None,
+            {"pcieBusID": {"string": gpu.pci_bus_id}},
+        )
+        for gpu in topology.gpus
+    ]
     return parse_resource_slice(
-        {
-            "apiVersion": RESOURCE_API,
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{node_name}-{GPU_DRIVER}"},
-            "spec": {
-                "driver": GPU_DRIVER,
-                "nodeName": node_name,
-                "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
-                "devices": devices,
-            },
-        }
+        nvidia.resource_slice(node_name, devices, f"{node_name}-{nvidia.DRIVER}")
     )

@@ -17,73 +17,36 @@ import yaml
 
 from batchsched.cli import main
 from batchsched.cluster_file import ClusterFileError, load_cluster
+from batchsched.dra.nvidia import DRIVER, H100_SXM, basic_gpu, device_class, resource_slice
 from batchsched.dra.objects import POD_CLAIM_NAME_ANNOTATION
 from tests.builders import make_node, make_pod
+from tests.dra.builders import claim as resource_claim
+from tests.dra.builders import claim_template, exact
 
 Obj = dict[str, Any]
-API = "resource.k8s.io/v1"
-DRIVER = "gpu.nvidia.com"
-SELECTOR = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"
-
-
-def device_class() -> Obj:
-    return {
-        "apiVersion": API,
-        "kind": "DeviceClass",
-        "metadata": {"name": DRIVER},
-        "spec": {"selectors": [{"cel": {"expression": SELECTOR}}]},
-    }
 
 
 def gpu_slice(node: str, gpus: int = 8) -> Obj:
     """NVIDIA's driver's shape: one pool named after the node; GPUs 0-3 on one PCIe root."""
     devices = [
-        {
-            "name": f"gpu-{i}",
-            "attributes": {
-                "type": {"string": "gpu"},
-                "uuid": {"string": f"GPU-{node}-{i:02d}"},
-                "productName": {"string": "NVIDIA H100 80GB HBM3"},
-                "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{15 if i < 4 else 97}"},
-            },
-            "capacity": {"memory": {"value": "81559Mi"}},
-        }
+        basic_gpu(
+            i,
+            f"GPU-{node}-{i:02d}",
+            H100_SXM.name,
+            f"pci0000:{15 if i < 4 else 97}",
+            f"{H100_SXM.memory_mib}Mi",
+        )
         for i in range(gpus)
     ]
-    return {
-        "apiVersion": API,
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}-abcde"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-
-
-def claim_spec(count: int) -> Obj:
-    request = {"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": count}}
-    return {"devices": {"requests": [request]}}
+    return resource_slice(node, devices, f"{node}-{DRIVER}-abcde")
 
 
 def template(name: str, count: int) -> Obj:
-    return {
-        "apiVersion": API,
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"spec": claim_spec(count)},
-    }
+    return claim_template(name, exact("gpus", count))
 
 
 def claim(name: str, count: int) -> Obj:
-    return {
-        "apiVersion": API,
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": claim_spec(count),
-    }
+    return resource_claim(name, exact("gpus", count), uid="")
 
 
 def pod_with(name: str, *, claim_name: str = "", template_name: str = "") -> Obj:

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
+from batchsched.dra.nvidia import DRIVER as DRIVER
+from batchsched.dra.nvidia import RESOURCE_API, basic_gpu, resource_slice
+from batchsched.dra.nvidia import device_class as device_class
 from batchsched.dra.parse import parse_device_class, parse_resource_claim, parse_resource_slice
 from batchsched.snapshot import Snapshot
 from tests.builders import NodeBuilder, PodBuilder, snapshot_of
-
-DRIVER: Final = "gpu.nvidia.com"
-GPU_CLASS_SELECTOR: Final = (
-    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
-)
-
-
-def device_class(name: str = "gpu.nvidia.com", *selectors: str) -> dict[str, Any]:
-    chosen = selectors or (GPU_CLASS_SELECTOR,)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": e}} for e in chosen]},
-    }
 
 
 def gpu(
@@ -32,20 +20,8 @@ def gpu(
     memory: str = "80Gi",
 ) -> dict[str, Any]:
     """A GPU as NVIDIA's driver publishes it; uuid GPU-<node>-<index> joins the agent's view."""
-    attributes: dict[str, Any] = {
-        "type": {"string": "gpu"},
-        "uuid": {"string": gpu_uuid(node, index)},
-        "productName": {"string": product},
-        "index": {"int": index},
-        "cudaComputeCapability": {"version": "9.0.0"},
-    }
-    if root is not None:
-        attributes["resource.kubernetes.io/pcieRoot"] = {"string": root}
-    return {
-        "name": f"gpu-{index}",
-        "attributes": attributes,
-        "capacity": {"memory": {"value": memory}},
-    }
+    more = {"index": {"int": index}, "cudaComputeCapability": {"version": "9.0.0"}}
+    return basic_gpu(index, gpu_uuid(node, index), product, root, memory, more)
 
 
 def gpu_uuid(node: str, index: int) -> str:
@@ -59,17 +35,9 @@ def node_slice(
     slices: int = 1,
     name: str | None = None,
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name or f"{node}-gpu"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": slices},
-            "devices": devices,
-        },
-    }
+    return resource_slice(
+        node, devices, name or f"{node}-gpu", generation=generation, slices=slices
+    )
 
 
 def dgx_slice(node: str) -> dict[str, Any]:
@@ -93,15 +61,37 @@ def claim(
     namespace: str = "default",
     uid: str | None = None,
 ) -> dict[str, Any]:
+    """A ResourceClaim with uid `uid` (None: uid-<name>; "": none, as a user writes one)."""
+    metadata = {"name": name, "namespace": namespace}
+    if uid != "":
+        metadata["uid"] = uid or f"uid-{name}"
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": claim_spec(*requests, constraints=constraints),
+    }
+
+
+def claim_template(
+    name: str, *requests: dict[str, Any], namespace: str = "default"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": claim_spec(*requests)},
+    }
+
+
+def claim_spec(
+    *requests: dict[str, Any], constraints: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A ResourceClaimSpec of `requests` (one GPU when none)."""
     devices: dict[str, Any] = {"requests": list(requests) or [exact("gpu")]}
     if constraints:
         devices["constraints"] = constraints
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid or f"uid-{name}"},
-        "spec": {"devices": devices},
-    }
+    return {"devices": devices}
 
 
 def claiming(pod: PodBuilder, *claim_names: str) -> PodBuilder:

@@ -11,69 +11,24 @@ import pytest
 import yaml
 
 from batchsched.cli import main
+from batchsched.dra.nvidia import DRIVER, basic_gpu, device_class, resource_slice
 from tests.builders import make_node, make_pod
+from tests.dra.builders import claim, claim_template, exact
 
 Obj = dict[str, Any]
-API = "resource.k8s.io/v1"
-DRIVER = "gpu.nvidia.com"
-SELECTOR = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"
-
-
-def device_class() -> Obj:
-    return {
-        "apiVersion": API,
-        "kind": "DeviceClass",
-        "metadata": {"name": DRIVER},
-        "spec": {"selectors": [{"cel": {"expression": SELECTOR}}]},
-    }
 
 
 def gpu_slice(node: str, gpus: int) -> Obj:
-    devices = [
-        {
-            "name": f"gpu-{i}",
-            "attributes": {
-                "type": {"string": "gpu"},
-                "uuid": {"string": f"GPU-{node}-{i}"},
-                "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{i // 4}"},
-            },
-        }
-        for i in range(gpus)
-    ]
-    return {
-        "apiVersion": API,
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-
-
-def claim_spec(count: int) -> Obj:
-    return {"devices": {"requests": [{"name": "gpus", "exactly": {
-        "deviceClassName": DRIVER, "count": count}}]}}  # fmt: skip
+    devices = [basic_gpu(i, f"GPU-{node}-{i}", pcie_root=f"pci0000:{i // 4}") for i in range(gpus)]
+    return resource_slice(node, devices, f"{node}-{DRIVER}")
 
 
 def template(name: str, count: int) -> Obj:
-    return {
-        "apiVersion": API,
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"spec": claim_spec(count)},
-    }
+    return claim_template(name, exact("gpus", count))
 
 
 def shared_claim(name: str, count: int) -> Obj:
-    return {
-        "apiVersion": API,
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": claim_spec(count),
-    }
+    return claim(name, exact("gpus", count))
 
 
 def pod(name: str, arrival: float, runtime: float, **source: str) -> Obj:
