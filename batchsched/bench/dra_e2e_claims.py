@@ -11,24 +11,18 @@ written, not a sample.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-import aiohttp
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.bench.dra_e2e_objects import RESOURCE_PATH, claim_devices
-from batchsched.bench.e2e_cluster import BenchError
+from batchsched.bench.e2e_watch import ResumedWatch
 from batchsched.dra.nvidia import DRIVER
-from batchsched.kube.client import ApiUnavailable, open_stream, request_json
-from batchsched.kube.informer import WatchLines, decode_event
 
 CLAIMS_PATH: Final = f"{RESOURCE_PATH}/resourceclaims"
-WATCH_SECONDS: Final = 3600
-RECONNECT_DELAY_S: Final = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,65 +119,21 @@ def driver_results_only(claim: Mapping[str, Any]) -> bool:
     return all(r.get("driver") == DRIVER for r in results)
 
 
-class ClaimWatch:
-    """Run `run()` as a task, `wait_watching()` before the first pod is created."""
+class ClaimWatch(ResumedWatch):
+    """Every ResourceClaim of the cluster, fed to `ledger` in the API server's order."""
 
     def __init__(self, api: ApiClient, ledger: ClaimLedger) -> None:
+        super().__init__(api, CLAIMS_PATH)
         self.ledger = ledger
-        self.reconnects = 0
         self.foreign_devices = 0  # allocations naming another driver: not judged
-        self._api = api
-        self._version = ""
-        self._watching = asyncio.Event()
 
-    async def wait_watching(self) -> None:
-        await self._watching.wait()
-
-    async def run(self) -> None:
-        listing = await request_json(self._api, "GET", CLAIMS_PATH)
+    def _listed(self, listing: Mapping[str, object]) -> None:
         now = time.perf_counter()
         for item in _items(listing.get("items")):
             self._see("ADDED", item, now)
-        meta = listing.get("metadata")
-        self._version = str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
-        while True:
-            try:
-                await self._watch()
-            except ApiUnavailable:
-                await asyncio.sleep(RECONNECT_DELAY_S)
-            self.reconnects += 1
 
-    async def _watch(self) -> None:
-        query = [
-            ("watch", "true"),
-            ("allowWatchBookmarks", "true"),
-            ("resourceVersion", self._version),
-            ("timeoutSeconds", str(WATCH_SECONDS)),
-        ]
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
-        resp = await open_stream(self._api, CLAIMS_PATH, query, timeout)
-        self._watching.set()
-        lines = WatchLines()
-        try:
-            async for chunk in resp.content.iter_any():
-                for line in lines.feed(chunk):
-                    self._event(decode_event(line))
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            raise ApiUnavailable(f"watch {CLAIMS_PATH}: {type(err).__name__}") from err
-        finally:
-            resp.release()
-
-    def _event(self, event: Mapping[str, object]) -> None:
-        kind, obj = str(event["type"]), event["object"]
-        assert isinstance(obj, Mapping)  # decode_event checked it
-        if kind == "ERROR":
-            # A 410 would mean relisting, and the allocations in between would be lost.
-            raise BenchError(f"watch on {CLAIMS_PATH} failed: {obj.get('message')}")
-        meta = obj.get("metadata")
-        if isinstance(meta, Mapping) and meta.get("resourceVersion"):
-            self._version = str(meta["resourceVersion"])
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
-            self._see(kind, obj, time.perf_counter())
+    def _seen(self, kind: str, obj: Mapping[str, object]) -> None:
+        self._see(kind, obj, time.perf_counter())
 
     def _see(self, kind: str, claim: Mapping[str, Any], at: float) -> None:
         if not driver_results_only(claim):

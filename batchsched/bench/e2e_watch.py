@@ -1,4 +1,5 @@
-"""Observes the pods of one namespace from a single watch: when each appeared, when it bound.
+"""Observes the pods of one namespace from a single watch: when each appeared, when it bound
+(`BindWatch`). `ResumedWatch`, the resumed watch under it, serves dra-e2e's claim watch too.
 
 Both moments are taken on this process's clock as the events arrive, so a pod's latency
 (bound − appeared) is what a client watching the API sees, with no clock skew between
@@ -23,38 +24,30 @@ WATCH_SECONDS = 3600
 RECONNECT_DELAY_S = 0.2
 
 
-class BindWatch:
-    """Run `run()` as a task; `wait_watching()` before creating pods, then `wait_all_bound()`."""
+class ResumedWatch:
+    """One watch of `path`, resumed from the last event seen until cancelled: nothing lost,
+    nothing counted twice. A subclass takes the listing it starts from (`_listed`) and each
+    ADDED, MODIFIED and DELETED event (`_seen`). Run `run()` as a task; `wait_watching()`
+    before creating what it should see."""
 
-    def __init__(self, api: ApiClient, namespace: str, expected: int) -> None:
-        self.path = f"/api/v1/namespaces/{namespace}/pods"
-        self.expected = expected
-        self.appeared: dict[str, float] = {}
-        self.bound: dict[str, float] = {}
+    def __init__(self, api: ApiClient, path: str) -> None:
+        self.path = path
         self.reconnects = 0  # each one delays what this watch sees: it is reported
         self._api = api
         self._version = ""
         self._watching = asyncio.Event()
-        self._all_bound = asyncio.Event()
 
     async def wait_watching(self) -> None:
         await self._watching.wait()
 
-    async def wait_all_bound(self, deadline: float) -> bool:
-        """True once `expected` pods were seen bound; False at `deadline` (perf_counter)."""
-        try:
-            await asyncio.wait_for(self._all_bound.wait(), max(0.0, deadline - time.perf_counter()))
-        except TimeoutError:
-            return False
-        return True
-
     async def run(self) -> None:
-        """Watch from the current state of the namespace until cancelled."""
+        """Watch from the current state until cancelled."""
         listing = await request_json(self._api, "GET", self.path)
+        self._listed(listing)
         self._version = _str_at(listing, "metadata", "resourceVersion")
         while True:
-            # Resume from the last event seen: nothing lost, nothing counted twice. The server
-            # closes a watch that falls behind a burst; only a broken connection waits first.
+            # The server closes a watch that falls behind a burst; only a broken connection
+            # waits first.
             try:
                 await self._watch()
             except ApiUnavailable:
@@ -82,13 +75,43 @@ class BindWatch:
             resp.release()
 
     def _apply(self, event: Mapping[str, object]) -> None:
-        kind, obj = event["type"], event["object"]
+        kind, obj = str(event["type"]), event["object"]
         assert isinstance(obj, Mapping)  # decode_event checked it
         if kind == "ERROR":
-            # A 410 here would mean relisting, and pods bound meanwhile would get no time.
+            # A 410 here would mean relisting, and what changed meanwhile would be lost.
             raise BenchError(f"watch on {self.path} failed: {obj.get('message')}")
         self._version = _str_at(obj, "metadata", "resourceVersion") or self._version
-        if kind not in ("ADDED", "MODIFIED"):
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._seen(kind, obj)
+
+    def _listed(self, listing: Mapping[str, object]) -> None:
+        """What was there before the watch: nothing by default (the watch's ADDED events
+        come after the listing's resourceVersion)."""
+
+    def _seen(self, kind: str, obj: Mapping[str, object]) -> None:
+        raise NotImplementedError
+
+
+class BindWatch(ResumedWatch):
+    """The pods of a namespace: `wait_all_bound()` after creating them."""
+
+    def __init__(self, api: ApiClient, namespace: str, expected: int) -> None:
+        super().__init__(api, f"/api/v1/namespaces/{namespace}/pods")
+        self.expected = expected
+        self.appeared: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self._all_bound = asyncio.Event()
+
+    async def wait_all_bound(self, deadline: float) -> bool:
+        """True once `expected` pods were seen bound; False at `deadline` (perf_counter)."""
+        try:
+            await asyncio.wait_for(self._all_bound.wait(), max(0.0, deadline - time.perf_counter()))
+        except TimeoutError:
+            return False
+        return True
+
+    def _seen(self, kind: str, obj: Mapping[str, object]) -> None:
+        if kind == "DELETED":
             return
         now = time.perf_counter()
         name = _str_at(obj, "metadata", "name")
