@@ -81,7 +81,7 @@ def place_pending(
     that do not exist yet is reported unplaced, as is one that does not fit. A placed pod's
     claims show the devices they were allocated (or held already)."""
     snapshot = Snapshot(nodes, [p for p in pods if p.node_name], namespace_labels)
-    _add_devices(snapshot.dra, devices)
+    snapshot.dra.load(devices.classes, devices.slices, devices.claims)
     pending = [p for p in pods if not p.node_name and not p.is_finished]
     runners = {name: ProfileRunner(profile, seed) for name, profile in profiles.items()}
     groups = {g.key: g for g in pod_groups}
@@ -118,15 +118,6 @@ def place_pending(
         placed_now = frozenset(p.uid for p in pending if result.placements.get(p.key))
         result.estimates = estimate_starts(snapshot, unplaced, placed_now, runners, groups, now)
     return result
-
-
-def _add_devices(dra: DraState, devices: DeviceObjects) -> None:
-    for device_class in devices.classes:
-        dra.set_class(device_class)
-    for resource_slice in devices.slices:
-        dra.set_slice(resource_slice)
-    for claim in devices.claims:
-        dra.set_claim(claim)
 
 
 def claim_devices(pod: PodView, dra: DraState) -> dict[str, list[str]]:

@@ -10,7 +10,7 @@ Only the highest generation of a pool counts; a pool whose generation is not com
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Final
@@ -69,6 +69,20 @@ class DraState:
         self._epoch = next(_STAMPS)  # new when slices, classes or shared devices change
 
     # Watch events (never inside a trial).
+
+    def load(
+        self,
+        classes: Iterable[DeviceClass],
+        slices: Iterable[ResourceSlice],
+        claims: Iterable[ResourceClaim],
+    ) -> None:
+        """Objects read from files (`place`, `simulate`), as if each had been watched."""
+        for device_class in classes:
+            self.set_class(device_class)
+        for resource_slice in slices:
+            self.set_slice(resource_slice)
+        for claim in claims:
+            self.set_claim(claim)
 
     def set_class(self, device_class: DeviceClass) -> None:
         self.classes[device_class.name] = device_class

@@ -217,13 +217,7 @@ def cluster_snapshot(cluster: Cluster) -> Snapshot:
     snapshot = Snapshot(cluster.nodes, cluster.running, cluster.namespace_labels)
     for name, topology in cluster.topologies.items():
         snapshot.set_measured_topology(name, topology)
-    dra = snapshot.dra
-    for device_class in cluster.device_classes:
-        dra.set_class(device_class)
-    for resource_slice in cluster.resource_slices:
-        dra.set_slice(resource_slice)
-    for claim in cluster.resource_claims:
-        dra.set_claim(claim)
+    snapshot.dra.load(cluster.device_classes, cluster.resource_slices, cluster.resource_claims)
     return snapshot
 
 
