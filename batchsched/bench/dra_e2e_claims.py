@@ -67,6 +67,7 @@ class ClaimLedger:
     namespace: str  # the bench's claims; the others only hold devices
     held: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)  # uid -> node, devs
     freed_at: dict[str, float] = field(default_factory=dict)  # node -> its last release
+    keys: dict[str, str] = field(default_factory=dict)  # uid -> namespace/name of held claims
     placements: list[Placement] = field(default_factory=list)
     # A device found in two allocated claims at once: "node/device: claim, claim".
     double_allocations: list[str] = field(default_factory=list)
@@ -86,7 +87,10 @@ class ClaimLedger:
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         taken = self._taken(node, uid)
         for device in sorted(devices & taken):
-            self.double_allocations.append(f"{node}/{device}: {key}")
+            holders = sorted(
+                self.keys[o] for o, (n, d) in self.held.items() if n == node and device in d
+            )
+            self.double_allocations.append(f"{node}/{device}: {', '.join([*holders, key])}")
         if meta.get("namespace") == self.namespace:
             free = tuple(len(island - taken) for island in self.islands)
             other = self._free_elsewhere(node, uid, len(devices))
@@ -95,6 +99,7 @@ class ClaimLedger:
             if other:
                 self.placements[-1] = replace(placed, freed_elsewhere_at=self.freed_at.get(other))
         self.held[uid] = (node, devices)
+        self.keys[uid] = key
 
     def _free_elsewhere(self, node: str, uid: str, size: int) -> str:
         """Another node with an island of `size` free GPUs, free for the longest."""

@@ -196,13 +196,6 @@ def test_the_ratio_of_the_one_island_shares(
     assert to_json(MACHINE, WORKLOAD, results)["ratio"] == pytest.approx(expected)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dra_e2e_report._ratio_lines compares the float ratio of shares with GOAL_RATIO: "
-    "3/5 over 2/5 is 0.6 / 0.4 = 1.4999999999999998, printed '1.50x' with the verdict "
-    "'goal >= 1.5x: NOT met' (the shares should be compared exactly, e.g. as Fractions, or "
-    "the ratio rounded as printed before the comparison)",
-)
 def test_a_ratio_of_exactly_the_goal_meets_it() -> None:
     results = [measured(), kube_scheduler(2, 5)]
     line = line_of(render(MACHINE, WORKLOAD, results), "ratio of one-island shares")
