@@ -11,9 +11,9 @@ import logging
 import re
 import socket
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -26,20 +26,16 @@ from batchsched.kube.client import (
     micro_time,
     request_json,
 )
-from batchsched.kube.pod_status import PodStatusWriter
+from batchsched.kube.pod_status import PodStatusWriter, pod_path, remember
 from batchsched.model.pod import PodView
 
 __all__ = ["BindError", "EventRecorder", "KubeBinder", "PodStatusWriter", "micro_time"]
 
 log = logging.getLogger(__name__)
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
 
 REPORTING_CONTROLLER: Final = "gpu-scheduler"
 EVENT_SERIES_WINDOW_S: Final = 600.0
-# Bounded memories: a busy cluster must not grow them without end.
-MAX_REMEMBERED: Final = 10_000
 # The API server's limits on Event fields (events.k8s.io/v1 validation).
 _NOTE_MAX_BYTES: Final = 1024
 _SHORT_FIELD_MAX: Final = 128
@@ -62,10 +58,6 @@ class BindError(Exception):
 
 def _snake(reason: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", reason).lower()
-
-
-def _pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +86,7 @@ class KubeBinder:
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
-        path = f"{_pod_path(namespace, name)}/binding"
+        path = f"{pod_path(namespace, name)}/binding"
         try:
             await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
         except ApiError as err:
@@ -118,7 +110,7 @@ class KubeBinder:
                 await asyncio.sleep(BIND_CHECK_PAUSE_S)
             try:
                 pod = await request_json(
-                    self._api, "GET", _pod_path(namespace, name), timeout=self._timeout
+                    self._api, "GET", pod_path(namespace, name), timeout=self._timeout
                 )
             except ApiError as err:
                 if err.status == 404:
@@ -139,13 +131,6 @@ class KubeBinder:
                 )
             return bound
         return False
-
-
-def _remember(memory: OrderedDict[K, V], key: K, value: V) -> None:
-    memory[key] = value
-    memory.move_to_end(key)
-    while len(memory) > MAX_REMEMBERED:
-        memory.popitem(last=False)
 
 
 @dataclass(slots=True)
@@ -199,7 +184,7 @@ class EventRecorder:
                     return True
             # The Event expired or was deleted on the server: start a new one below.
         series = _Series(regarding.namespace, self._event_name(regarding), 1, now)
-        _remember(self._series, key, series)
+        remember(self._series, key, series)
         async with series.lock:
             return await self._create(series, regarding, type_, reason, action, note)
 

@@ -100,14 +100,14 @@ class PodStatusWriter:
             condition["lastTransitionTime"] = rfc3339(self._clock.wall())
         # Strategic merge keys conditions by type: the pod's other conditions are untouched.
         if await self._patch_status(pod, {"conditions": [condition]}, "mark_unschedulable"):
-            _remember(self._conditions, pod.uid, message)
+            remember(self._conditions, pod.uid, message)
 
     async def _nominate(self, pod: PodView, node_name: str | None) -> None:
         if pod.uid in self._nominated and self._nominated[pod.uid] == node_name:
             return
         status = {"nominatedNodeName": node_name or None}
         if await self._patch_status(pod, status, "set_nominated_node"):
-            _remember(self._nominated, pod.uid, node_name)
+            remember(self._nominated, pod.uid, node_name)
 
     def forget(self, uid: str) -> None:
         """The pod is gone: drop what we remembered about it."""
@@ -115,7 +115,7 @@ class PodStatusWriter:
         self._nominated.pop(uid, None)
 
     async def _patch_status(self, pod: PodView, status: Mapping[str, object], what: str) -> bool:
-        path = f"{_pod_path(pod.namespace, pod.name)}/status"
+        path = f"{pod_path(pod.namespace, pod.name)}/status"
         # The uid is a precondition: a same-named pod created since is refused (422, uid is
         # immutable) instead of receiving another pod's verdict.
         patch = {"metadata": {"uid": pod.uid}, "status": status}
@@ -144,12 +144,13 @@ class PodStatusWriter:
         return True
 
 
-def _remember(memory: OrderedDict[K, V], key: K, value: V) -> None:
+def remember(memory: OrderedDict[K, V], key: K, value: V) -> None:
+    """Keep `value` under `key`, newest last, forgetting the oldest past MAX_REMEMBERED."""
     memory[key] = value
     memory.move_to_end(key)
     while len(memory) > MAX_REMEMBERED:
         memory.popitem(last=False)
 
 
-def _pod_path(namespace: str, name: str) -> str:
+def pod_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{namespace}/pods/{name}"
