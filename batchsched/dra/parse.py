@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import TypeVar
 
+from batchsched.dra.cel import parse_semver
 from batchsched.dra.device import AttributeValue, Device, Version, qualified
 from batchsched.dra.objects import (
     ALL,
@@ -140,9 +141,17 @@ def _attribute(value: object, field: str) -> AttributeValue:
     if kind == "bool":
         return as_bool(item, f"{field}.bool")
     if kind == "string":
-        return as_str(item, f"{field}.string")
+        if not isinstance(item, str):
+            raise FieldError(f"{field}.string", f"expected a string, got {shown(item)}")
+        return item
     if kind == "version":
-        return Version(as_str(item, f"{field}.version"))
+        if not isinstance(item, str):
+            raise FieldError(f"{field}.version", f"expected a version, got {shown(item)}")
+        try:
+            parse_semver(item)
+        except ValueError as err:  # the API server refuses it too; CEL would fail on it
+            raise FieldError(f"{field}.version", str(err)) from err
+        return Version(item)
     raise FieldError(field, f"unknown attribute type {kind!r}")
 
 

@@ -422,6 +422,17 @@ CLAIM = claim("c", exact("gpu"), namespace="team")
         ),
         (
             parse_resource_slice,
+            device_with({"x": {"string": 5}}),
+            "ResourceSlice n1-gpu: spec.devices[0].attributes.x.string: expected a string, got 5",
+        ),
+        (
+            parse_resource_slice,
+            device_with({"x": {"version": "12.8"}}),
+            "ResourceSlice n1-gpu: spec.devices[0].attributes.x.version: '12.8' is not a "
+            "semantic version",
+        ),
+        (
+            parse_resource_slice,
             device_with({"x": {"int": True}}),
             "ResourceSlice n1-gpu: spec.devices[0].attributes.x.int: expected an integer",
         ),
@@ -563,6 +574,8 @@ CLAIM = claim("c", exact("gpu"), namespace="team")
         "allNodes must be a bool",
         "an attribute with two types is refused",
         "an attribute of an unknown type is refused",
+        "a string attribute that is not a string is refused, as the API server refuses it",
+        "a version attribute that is not a semantic version is refused",
         "an int attribute must not be a bool",
         "a bool attribute must not be a string",
         "a capacity that is not a quantity is refused",
