@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Final
 
+from batchsched.gang.topology import (
+    TopologyAnnotationError,
+    TopologyRequest,
+    topology_from_annotations,
+)
 from batchsched.model.errors import InvalidObject
 from batchsched.model.fields import (
     FieldError,
@@ -32,7 +38,9 @@ __all__ = [
     "LEGACY_POD_GROUP_LABEL",
     "PHASES",
     "POD_GROUP_LABEL",
+    "GangApi",
     "PodGroupView",
+    "gang_key",
     "parse_pod_group",
     "pod_group_of",
 ]
@@ -55,6 +63,34 @@ PHASES: Final = (PENDING, SCHEDULING, SCHEDULED, RUNNING, FINISHED, FAILED)
 _MAX_INT32: Final = 2**31 - 1
 
 
+class GangApi(Enum):
+    """The API a gang was described in; its status is written back in that API's terms."""
+
+    SCHEDULER_PLUGINS = "scheduling.x-k8s.io/v1alpha1"  # PodGroup (Kubeflow, scheduler-plugins)
+    KUBERNETES = "scheduling.k8s.io/v1alpha2"  # upstream PodGroup (KEP-4671, 1.36)
+    VOLCANO = "scheduling.volcano.sh/v1beta1"  # Volcano PodGroup
+    KUEUE = "kueue.x-k8s.io/pod-group"  # Kueue plain-pod group: labels on pods, no object
+
+    @property
+    def prefix(self) -> str:
+        """What a gang key starts with: nothing for scheduler-plugins' PodGroups (the keys
+        they always had), the API's short name for the others."""
+        return _PREFIXES[self]
+
+
+_PREFIXES: Final = {
+    GangApi.SCHEDULER_PLUGINS: "",
+    GangApi.KUBERNETES: "k8s:",
+    GangApi.VOLCANO: "volcano:",
+    GangApi.KUEUE: "kueue:",
+}
+
+
+def gang_key(api: GangApi, namespace: str, name: str) -> str:
+    """The gang's key: "namespace/name", prefixed for every API but scheduler-plugins'."""
+    return f"{api.prefix}{namespace}/{name}"
+
+
 @dataclass(frozen=True, slots=True)
 class PodGroupView:
     namespace: str
@@ -70,11 +106,16 @@ class PodGroupView:
     # the end, deleted ones included): what a new leader knows of members gone before it.
     recorded_succeeded: int = 0
     recorded_failed: int = 0
+    api: GangApi = GangApi.SCHEDULER_PLUGINS
+    topology: TopologyRequest | None = None  # all members in one network domain
+    queue: str = ""  # the producer's queue (Volcano's spec.queue): a tenant where one is named
+    priority_class_name: str = ""
 
     @property
     def key(self) -> str:
-        """namespace/name: what `pod_group_of` returns for its members."""
-        return f"{self.namespace}/{self.name}"
+        """What `pod_group_of` returns for its members: "namespace/name", prefixed with the
+        API's short name for every API but scheduler-plugins'."""
+        return gang_key(self.api, self.namespace, self.name)
 
     def __hash__(self) -> int:
         # The label and annotation dicts are unhashable; identity is enough to hash by.
@@ -108,8 +149,11 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
             annotations=str_map(meta.get("annotations"), "metadata.annotations"),
             recorded_succeeded=_status_count(obj, "succeeded"),
             recorded_failed=_status_count(obj, "failed"),
+            topology=topology_from_annotations(
+                str_map(meta.get("annotations"), "metadata.annotations")
+            ),
         )
-    except FieldError as err:
+    except (FieldError, TopologyAnnotationError) as err:
         raise InvalidObject(KIND, f"{namespace}/{name}", err.field, err.message) from err
     except QuantityError as err:
         message = f"invalid quantity {shown(err.value)}: {err.why}"
