@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from batchsched.framework.cycle_state import CycleState
-from batchsched.framework.runner import ProfileRunner, ScheduleResult
+from batchsched.framework.runner import ProfileRunner, ScheduleResult, Within
 from batchsched.framework.status import Code, is_ok
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
@@ -78,12 +78,14 @@ def schedule_gang(
     runner: ProfileRunner,
     waiting: Mapping[str, Sequence[Reservation]] | None = None,
     hold_incomplete: bool = True,
+    within: Within | None = None,
 ) -> GangDecision:
-    """One gang cycle. `waiting` holds other gangs' reservations that may be released."""
+    """One gang cycle. `waiting` holds other gangs' reservations that may be released;
+    `within`, where given, is the only nodes the members may go to (a topology domain)."""
     too_big = _exceeds_cluster(request, snapshot)
     if too_big:
         return GangDecision(request.key, Outcome.REJECT, unplaced=request.pending, message=too_big)
-    decision = _attempt(request, snapshot, runner, hold_incomplete)
+    decision = _attempt(request, snapshot, runner, hold_incomplete, within)
     others = {k: v for k, v in (waiting or {}).items() if k != request.key and v}
     if decision.outcome is not Outcome.REJECT or request.existing < request.group.min_member:
         return decision
@@ -94,7 +96,7 @@ def schedule_gang(
     for reservations in others.values():
         for reservation in reservations:
             snapshot.forget(reservation.pod)
-    retry = _attempt(request, snapshot, runner, hold_incomplete)
+    retry = _attempt(request, snapshot, runner, hold_incomplete, within)
     if retry.outcome is Outcome.BIND:
         trial.commit()
         return GangDecision(
@@ -111,7 +113,11 @@ def schedule_gang(
 
 
 def _attempt(
-    request: GangRequest, snapshot: Snapshot, runner: ProfileRunner, hold_incomplete: bool
+    request: GangRequest,
+    snapshot: Snapshot,
+    runner: ProfileRunner,
+    hold_incomplete: bool,
+    within: Within | None = None,
 ) -> GangDecision:
     group = request.group
     need = group.min_member
@@ -122,7 +128,7 @@ def _attempt(
     left = len(request.pending)
     for pod in request.pending:
         left -= 1
-        result = runner.schedule_one(pod, snapshot)
+        result = runner.schedule_one(pod, snapshot, within)
         results[pod.uid] = result
         if result.placed and result.node_name is not None:
             placed.append(Reservation(_counted(snapshot, pod), result.node_name))
@@ -146,7 +152,9 @@ def _attempt(
             request.key, Outcome.WAIT, tuple(placed), message=message, results=results
         )
     trial.discard()
-    message = _explain_without_own_reservations(request, snapshot, runner, len(placed), results)
+    message = _explain_without_own_reservations(
+        request, snapshot, runner, len(placed), results, within
+    )
     return GangDecision(
         request.key, Outcome.REJECT, unplaced=request.pending, message=message, results=results
     )
@@ -158,6 +166,7 @@ def _explain_without_own_reservations(
     runner: ProfileRunner,
     placed: int,
     results: Mapping[str, ScheduleResult],
+    within: Within | None = None,
 ) -> str:
     """A rejected gang gives up its own reservations too, so explain it as if they were free:
     the whole gang against the capacity it could use."""
@@ -171,7 +180,7 @@ def _explain_without_own_reservations(
             bound=request.bound,
         )
         return explain_rejection(
-            whole, snapshot, runner, request.bound + len(request.reserved) + placed, results
+            whole, snapshot, runner, request.bound + len(request.reserved) + placed, results, within
         )
 
 
@@ -205,6 +214,7 @@ def explain_rejection(
     runner: ProfileRunner,
     placeable: int,
     results: Mapping[str, ScheduleResult],
+    within: Within | None = None,
 ) -> str:
     """In plain words: what the gang needs, what is free where it may run, and one member's
     kube-scheduler style reason, e.g. "gang ml/train needs 8 more pod(s) placed together
@@ -216,7 +226,7 @@ def explain_rejection(
     sample = request.pending[0]
     resource = _dominant(sample.requests)
     missing = need - request.bound - len(request.reserved)
-    eligible = eligible_nodes(runner, sample, snapshot)
+    eligible = eligible_nodes(runner, sample, snapshot, within)
     free = sum(max(0, info.free.get(resource)) for info in eligible)
     first_failure = next((r.message() for r in results.values() if not r.placed), "")
     return (
@@ -234,8 +244,11 @@ CAPACITY_PLUGINS = frozenset(
 )
 
 
-def eligible_nodes(runner: ProfileRunner, pod: PodView, snapshot: Snapshot) -> list[NodeInfo]:
-    """Nodes that pass every filter except the ones about free capacity."""
+def eligible_nodes(
+    runner: ProfileRunner, pod: PodView, snapshot: Snapshot, within: Within | None = None
+) -> list[NodeInfo]:
+    """Nodes (of `within`, where given) that pass every filter except the ones about free
+    capacity."""
     state = CycleState()
     for plugin in runner.profile.pre_filter:
         if plugin.name in CAPACITY_PLUGINS:
@@ -250,7 +263,8 @@ def eligible_nodes(runner: ProfileRunner, pod: PodView, snapshot: Snapshot) -> l
         for p in runner.profile.filter
         if p.name not in CAPACITY_PLUGINS and p.name not in state.skip_filter
     ]
-    return [info for info in snapshot.nodes if all(is_ok(c(state, pod, info)) for c in checks)]
+    nodes = snapshot.nodes if within is None else [i for i in snapshot.nodes if i.name in within.nodes]
+    return [info for info in nodes if all(is_ok(c(state, pod, info)) for c in checks)]
 
 
 def _dominant(requests: Resources) -> str:

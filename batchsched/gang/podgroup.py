@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Final
 
 from batchsched.gang.topology import (
@@ -27,6 +26,13 @@ from batchsched.model.fields import (
     shown,
     str_map,
     timestamp,
+)
+from batchsched.model.gang_ref import (
+    LEGACY_POD_GROUP_LABEL,
+    POD_GROUP_LABEL,
+    GangApi,
+    gang_key,
+    gang_refs,
 )
 from batchsched.model.pod import PodView
 from batchsched.model.quantity import QuantityError
@@ -47,9 +53,6 @@ __all__ = [
 
 API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
 KIND: Final = "PodGroup"
-POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
-# The label of scheduler-plugins releases before the API moved to x-k8s.io (v0.24 and older).
-LEGACY_POD_GROUP_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
 
 PENDING: Final = "Pending"
 SCHEDULING: Final = "Scheduling"
@@ -61,34 +64,6 @@ PHASES: Final = (PENDING, SCHEDULING, SCHEDULED, RUNNING, FINISHED, FAILED)
 
 # The API declares minMember and scheduleTimeoutSeconds as int32.
 _MAX_INT32: Final = 2**31 - 1
-
-
-class GangApi(Enum):
-    """The API a gang was described in; its status is written back in that API's terms."""
-
-    SCHEDULER_PLUGINS = "scheduling.x-k8s.io/v1alpha1"  # PodGroup (Kubeflow, scheduler-plugins)
-    KUBERNETES = "scheduling.k8s.io/v1alpha2"  # upstream PodGroup (KEP-4671, 1.36)
-    VOLCANO = "scheduling.volcano.sh/v1beta1"  # Volcano PodGroup
-    KUEUE = "kueue.x-k8s.io/pod-group"  # Kueue plain-pod group: labels on pods, no object
-
-    @property
-    def prefix(self) -> str:
-        """What a gang key starts with: nothing for scheduler-plugins' PodGroups (the keys
-        they always had), the API's short name for the others."""
-        return _PREFIXES[self]
-
-
-_PREFIXES: Final = {
-    GangApi.SCHEDULER_PLUGINS: "",
-    GangApi.KUBERNETES: "k8s:",
-    GangApi.VOLCANO: "volcano:",
-    GangApi.KUEUE: "kueue:",
-}
-
-
-def gang_key(api: GangApi, namespace: str, name: str) -> str:
-    """The gang's key: "namespace/name", prefixed for every API but scheduler-plugins'."""
-    return f"{api.prefix}{namespace}/{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +85,10 @@ class PodGroupView:
     topology: TopologyRequest | None = None  # all members in one network domain
     queue: str = ""  # the producer's queue (Volcano's spec.queue): a tenant where one is named
     priority_class_name: str = ""
+    # The upstream PodGroupScheduled condition's status as last read ("True", "False", "").
+    scheduled: str = ""
+    # A Kueue group has no object of its own: Events about it go to this member pod.
+    event_pod: str = ""
 
     @property
     def key(self) -> str:
@@ -137,7 +116,7 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
             namespace=namespace,
             name=name,
             uid=as_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
-            min_member=_int32(spec.get("minMember"), "spec.minMember", minimum=1),
+            min_member=int32_field(spec.get("minMember"), "spec.minMember", minimum=1),
             min_resources=Resources.parse(
                 as_map(spec.get("minResources"), "spec.minResources"), "spec.minResources"
             ),
@@ -147,8 +126,8 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
             creation_time=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
             labels=str_map(meta.get("labels"), "metadata.labels"),
             annotations=str_map(meta.get("annotations"), "metadata.annotations"),
-            recorded_succeeded=_status_count(obj, "succeeded"),
-            recorded_failed=_status_count(obj, "failed"),
+            recorded_succeeded=status_count(obj, "succeeded"),
+            recorded_failed=status_count(obj, "failed"),
             topology=topology_from_annotations(
                 str_map(meta.get("annotations"), "metadata.annotations")
             ),
@@ -160,7 +139,7 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
         raise InvalidObject(KIND, f"{namespace}/{name}", err.field, message) from err
 
 
-def _status_count(obj: Mapping[str, object], field: str) -> int:
+def status_count(obj: Mapping[str, object], field: str) -> int:
     """A count from the status (ours to write, so never a reason to refuse the object): 0
     when absent or not a non-negative integer."""
     status = obj.get("status")
@@ -170,7 +149,7 @@ def _status_count(obj: Mapping[str, object], field: str) -> int:
     return value
 
 
-def _int32(value: object, field: str, *, minimum: int) -> int:
+def int32_field(value: object, field: str, *, minimum: int) -> int:
     # Strict, as the API server's schema is: "3" (a string) is not an integer here.
     if value is None:
         raise FieldError(field, f"required: an integer of at least {minimum}")
@@ -184,13 +163,12 @@ def _int32(value: object, field: str, *, minimum: int) -> int:
 
 
 def _optional_int32(value: object, field: str, *, minimum: int) -> int | None:
-    return None if value is None else _int32(value, field, minimum=minimum)
+    return None if value is None else int32_field(value, field, minimum=minimum)
 
 
 def pod_group_of(pod: PodView) -> str | None:
-    """The "namespace/name" of the pod's PodGroup, from its labels; None if it joins none.
+    """The key of the pod's gang, in whichever encoding it names one; None if it joins none.
 
-    The current label wins over the legacy one; a PodGroup is always in the pod's namespace.
-    """
-    name = pod.labels.get(POD_GROUP_LABEL) or pod.labels.get(LEGACY_POD_GROUP_LABEL)
-    return f"{pod.namespace}/{name}" if name else None
+    A group is always in the pod's namespace. `parse_pod` refused pods naming two."""
+    refs = gang_refs(pod.labels, pod.annotations, pod.scheduling_group)
+    return refs[0].key(pod.namespace) if refs else None

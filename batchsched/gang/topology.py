@@ -10,7 +10,7 @@ Volcano `networkTopology`, Kueue's podset annotations, our PodGroup annotations)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,9 +36,20 @@ class TopologyRequest:
 
     level: str
     required: bool
+    # Volcano's networkTopology names a tier (1: the tightest configured level) instead of a
+    # label; `level` is "" then, and `level_in` resolves it against the configured levels.
+    tier: int = 0
+
+    def level_in(self, levels: Sequence[str]) -> str | None:
+        """The node label key this request means on a cluster with these levels (tightest
+        first); None when a tier lies above every level (nothing to keep together)."""
+        if not self.tier:
+            return self.level
+        return levels[self.tier - 1] if self.tier <= len(levels) else None
 
     def describe(self) -> str:
-        return f"{'required' if self.required else 'preferred'} {self.level}"
+        level = self.level or f"tier {self.tier}"
+        return f"{'required' if self.required else 'preferred'} {level}"
 
 
 class TopologyAnnotationError(ValueError):

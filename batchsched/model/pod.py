@@ -26,6 +26,7 @@ from batchsched.model.fields import (
     str_map,
     timestamp,
 )
+from batchsched.model.gang_ref import check_one_gang
 from batchsched.model.pod_spec import (
     PodResourceClaim,
     parse_claim_statuses,
@@ -77,6 +78,8 @@ class PodView:
     # for each entry from a template ("" where the pod needs none), once the controller has.
     resource_claims: tuple[PodResourceClaim, ...] = ()
     claim_statuses: Mapping[str, str] = field(default_factory=dict)
+    # spec.schedulingGroup.podGroupName: the upstream (scheduling.k8s.io) PodGroup it joins.
+    scheduling_group: str = ""
 
     @property
     def key(self) -> str:
@@ -132,12 +135,16 @@ def _parse_pod(
     priority = _priority(spec, class_name, priority_classes)
     affinity = as_map(spec.get("affinity"), "spec.affinity")
     gates = _scheduling_gates(spec)
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    annotations = str_map(meta.get("annotations"), "metadata.annotations")
+    scheduling_group = _scheduling_group(spec)
+    check_one_gang(labels, annotations, scheduling_group)
     return PodView(
         namespace=namespace,
         name=name,
         uid=as_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
-        labels=str_map(meta.get("labels"), "metadata.labels"),
-        annotations=str_map(meta.get("annotations"), "metadata.annotations"),
+        labels=labels,
+        annotations=annotations,
         scheduler_name=as_str(spec.get("schedulerName"), "spec.schedulerName", DEFAULT_SCHEDULER),
         node_name=as_str(spec.get("nodeName"), "spec.nodeName"),
         priority=priority,
@@ -176,7 +183,13 @@ def _parse_pod(
         start_time=timestamp(status.get("startTime"), "status.startTime"),
         resource_claims=parse_resource_claims(spec.get("resourceClaims"), "spec.resourceClaims"),
         claim_statuses=parse_claim_statuses(status.get("resourceClaimStatuses")),
+        scheduling_group=scheduling_group,
     )
+
+
+def _scheduling_group(spec: Mapping[str, object]) -> str:
+    group = as_map(spec.get("schedulingGroup"), "spec.schedulingGroup")
+    return as_str(group.get("podGroupName"), "spec.schedulingGroup.podGroupName")
 
 
 def _scheduling_gates(spec: Mapping[str, object]) -> tuple[str, ...]:
