@@ -37,6 +37,24 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
     return max(num_all_nodes * adaptive // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+@dataclass(frozen=True, slots=True)
+class Within:
+    """The nodes a pod may go to beyond what its PreFilters allow (a gang's topology domain),
+    and the reason the others show in its FitError."""
+
+    nodes: frozenset[str]
+    reason: str = "node(s) outside the gang's topology domain"
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerMark:
+    """A runner's tie-break generator and rotating start index at one moment: `rewind` to it
+    and the same pods on the same snapshot are placed the same way again."""
+
+    rng_state: tuple[object, ...]
+    next_start: int
+
+
 @dataclass(slots=True)
 class ScheduleResult:
     """Where the pod goes (node_name), or why not (failure / status)."""
@@ -69,9 +87,18 @@ class ProfileRunner:
         self._rng = random.Random(seed)
         self._next_start = 0
 
-    def schedule_one(self, pod: PodView, snapshot: Snapshot) -> ScheduleResult:
+    def mark(self) -> RunnerMark:
+        return RunnerMark(self._rng.getstate(), self._next_start)
+
+    def rewind(self, mark: RunnerMark) -> None:
+        self._rng.setstate(mark.rng_state)
+        self._next_start = mark.next_start
+
+    def schedule_one(
+        self, pod: PodView, snapshot: Snapshot, within: Within | None = None
+    ) -> ScheduleResult:
         """Find a node, assume the pod there, run Reserve and Permit."""
-        result = self.find_node(pod, snapshot)
+        result = self.find_node(pod, snapshot, within=within)
         if result.node_name is None:
             return result
         status = self.reserve(result.state, pod, result.node_name, snapshot)
@@ -86,12 +113,18 @@ class ProfileRunner:
         return result
 
     def find_node(
-        self, pod: PodView, snapshot: Snapshot, state: CycleState | None = None
+        self,
+        pod: PodView,
+        snapshot: Snapshot,
+        state: CycleState | None = None,
+        within: Within | None = None,
     ) -> ScheduleResult:
-        """PreFilter, Filter, (PostFilter), PreScore, Score and host selection; no side effects."""
+        """PreFilter, Filter, (PostFilter), PreScore, Score and host selection; no side effects.
+
+        `within`: only these nodes are considered, as if a PreFilter had narrowed them."""
         state = state if state is not None else CycleState()
         try:
-            return self._find_node(pod, snapshot, state)
+            return self._find_node(pod, snapshot, state, within)
         except MissingState as err:
             # A plugin enabled at Filter/Score whose PreFilter/PreScore the config disabled.
             message = (
@@ -100,13 +133,15 @@ class ProfileRunner:
             )
             return ScheduleResult(pod, error(message), state=state)
 
-    def _find_node(self, pod: PodView, snapshot: Snapshot, state: CycleState) -> ScheduleResult:
+    def _find_node(
+        self, pod: PodView, snapshot: Snapshot, state: CycleState, within: Within | None
+    ) -> ScheduleResult:
         total = len(snapshot)
         if total == 0:
             return ScheduleResult(
                 pod, unresolvable("no nodes available to schedule pods"), state=state
             )
-        candidates, left_out = self._run_pre_filter(state, pod, snapshot)
+        candidates, left_out = self._run_pre_filter(state, pod, snapshot, within)
         if isinstance(candidates, Status):
             failure = FitError(pod, total, {}, candidates.message())
             # kube: a PreFilter's UnschedulableAndUnresolvable marks every node so; no
@@ -133,10 +168,10 @@ class ProfileRunner:
         )
 
     def _run_pre_filter(
-        self, state: CycleState, pod: PodView, snapshot: Snapshot
+        self, state: CycleState, pod: PodView, snapshot: Snapshot, within: Within | None = None
     ) -> tuple[Sequence[NodeInfo] | Status, Callable[[], dict[str, Status]]]:
-        """The nodes to filter, and a function giving the statuses of those PreFilter left
-        out: only a pod that fits nowhere needs them, for its FitError."""
+        """The nodes to filter, and a function giving the statuses of those PreFilter (or
+        `within`) left out: only a pod that fits nowhere needs them, for its FitError."""
         allowed: frozenset[str] | None = None
         narrowing: list[str] = []
         for plugin in self.profile.pre_filter:
@@ -149,6 +184,8 @@ class ProfileRunner:
             if result is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
                 narrowing.append(plugin.name)
+        if within is not None:
+            return _narrow_within(snapshot, allowed, narrowing, within)
         if allowed is None:
             return snapshot.nodes, dict
         reason = unresolvable(f"node(s) didn't satisfy plugin(s) [{', '.join(narrowing)}]")
@@ -292,6 +329,32 @@ class ProfileRunner:
         if waiting > 0:
             return Status(Code.WAIT), waiting
         return OK, 0.0
+
+
+def _narrow_within(
+    snapshot: Snapshot, allowed: frozenset[str] | None, narrowing: list[str], within: Within
+) -> tuple[Sequence[NodeInfo] | Status, Callable[[], dict[str, Status]]]:
+    """PreFilter's nodes (all when `allowed` is None) inside `within`; the others are left out
+    with the reason of whichever excluded them, PreFilter's first."""
+    outside = unresolvable(within.reason)
+    refused = unresolvable(f"node(s) didn't satisfy plugin(s) [{', '.join(narrowing)}]")
+    inside = within.nodes
+    kept = [
+        info
+        for info in snapshot.nodes
+        if info.name in inside and (allowed is None or info.name in allowed)
+    ]
+    if not kept:
+        return (outside if allowed is None or allowed & inside else refused), dict
+
+    def left_out() -> dict[str, Status]:
+        return {
+            info.name: refused if allowed is not None and info.name not in allowed else outside
+            for info in snapshot.nodes
+            if info.name not in inside or (allowed is not None and info.name not in allowed)
+        }
+
+    return kept, left_out
 
 
 def _filter_every_node(

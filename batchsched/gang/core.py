@@ -263,7 +263,9 @@ def eligible_nodes(
         for p in runner.profile.filter
         if p.name not in CAPACITY_PLUGINS and p.name not in state.skip_filter
     ]
-    nodes = snapshot.nodes if within is None else [i for i in snapshot.nodes if i.name in within.nodes]
+    nodes = (
+        snapshot.nodes if within is None else [i for i in snapshot.nodes if i.name in within.nodes]
+    )
     return [info for info in nodes if all(is_ok(c(state, pod, info)) for c in checks)]
 
 
