@@ -1,4 +1,4 @@
-"""PodGroups on the wire: the informer's ResourceSpec and the status writer.
+"""PodGroups on the wire, in every gang API: the informers' ResourceSpecs and the status writer.
 
 Status writes are best effort, like the pod status writer's: logged, never raised into the
 scheduling loop, and skipped when they would repeat what we last wrote.
@@ -15,21 +15,48 @@ from typing import Final
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.gang.podgroup import PodGroupView
-from batchsched.kube.client import MERGE_PATCH, ApiError, ApiUnavailable, request_json
+from batchsched.gang.status import StatusWrite
+from batchsched.kube.client import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    ApiUnavailable,
+    request_json,
+)
 from batchsched.kube.informer import ResourceSpec
+from batchsched.model.gang_ref import GangApi
 
-__all__ = ["POD_GROUPS", "PodGroupStatusWriter", "pod_group_path"]
+__all__ = [
+    "GROUP_VERSIONS",
+    "K8S_POD_GROUPS",
+    "POD_GROUPS",
+    "VOLCANO_POD_GROUPS",
+    "PodGroupStatusWriter",
+    "pod_group_path",
+]
 
 log = logging.getLogger(__name__)
 
 _API: Final = "/apis/scheduling.x-k8s.io/v1alpha1"
 POD_GROUPS: Final = ResourceSpec("PodGroup", f"{_API}/podgroups")
+K8S_POD_GROUPS: Final = ResourceSpec("PodGroup", "/apis/scheduling.k8s.io/v1alpha2/podgroups")
+VOLCANO_POD_GROUPS: Final = ResourceSpec(
+    "PodGroup", "/apis/scheduling.volcano.sh/v1beta1/podgroups"
+)
+# Where each API's objects live.
+GROUP_VERSIONS: Final = {
+    GangApi.SCHEDULER_PLUGINS: _API,
+    GangApi.KUBERNETES: "/apis/scheduling.k8s.io/v1alpha2",
+    GangApi.VOLCANO: "/apis/scheduling.volcano.sh/v1beta1",
+}
+# Volcano's PodGroup CRD has no status subresource: its status is written on the object.
+_STATUS_SUBRESOURCE: Final = frozenset({GangApi.SCHEDULER_PLUGINS, GangApi.KUBERNETES})
 # A bounded memory: a cluster that churns through gangs must not grow it without end.
 MAX_REMEMBERED: Final = 10_000
 
 
-def pod_group_path(namespace: str, name: str) -> str:
-    return f"{_API}/namespaces/{namespace}/podgroups/{name}"
+def pod_group_path(namespace: str, name: str, api: GangApi = GangApi.SCHEDULER_PLUGINS) -> str:
+    return f"{GROUP_VERSIONS[api]}/namespaces/{namespace}/podgroups/{name}"
 
 
 class PodGroupStatusWriter:
@@ -50,13 +77,15 @@ class PodGroupStatusWriter:
         self._timeout = timeout
         self._written: OrderedDict[str, dict[str, object]] = OrderedDict()
 
-    async def update(self, group: PodGroupView, status: Mapping[str, object]) -> bool:
+    async def update(self, group: PodGroupView, status: Mapping[str, object] | StatusWrite) -> bool:
         """Write `status` unless it is what we wrote last; False when the write failed (the
         caller tries again later)."""
-        wanted = copy.deepcopy(dict(status))  # the caller may reuse and mutate its mapping
+        write = status if isinstance(status, StatusWrite) else StatusWrite(status)
+        # The caller may reuse and mutate its mapping.
+        wanted = copy.deepcopy(write.fingerprint())
         if self._written.get(group.uid) == wanted:
             return True
-        if not await self._patch(group, wanted):
+        if group.api not in GROUP_VERSIONS or not await self._patch(group, write):
             return False
         self._written[group.uid] = wanted
         self._written.move_to_end(group.uid)
@@ -68,15 +97,17 @@ class PodGroupStatusWriter:
         """The PodGroup is gone: drop what we remembered about it."""
         self._written.pop(uid, None)
 
-    async def _patch(self, group: PodGroupView, status: Mapping[str, object]) -> bool:
-        path = f"{pod_group_path(group.namespace, group.name)}/status"
+    async def _patch(self, group: PodGroupView, write: StatusWrite) -> bool:
+        path = pod_group_path(group.namespace, group.name, group.api)
+        if group.api in _STATUS_SUBRESOURCE:
+            path += "/status"
         try:
             written = await request_json(
                 self._api,
                 "PATCH",
                 path,
-                body={"status": status},
-                content_type=MERGE_PATCH,
+                body={"status": dict(write.status)},
+                content_type=STRATEGIC_MERGE_PATCH if write.merge_conditions else MERGE_PATCH,
                 timeout=self._timeout,
             )
         except (ApiError, ApiUnavailable) as err:

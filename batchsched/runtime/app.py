@@ -24,7 +24,6 @@ from batchsched.cache import SchedulerCache
 from batchsched.clock import SystemClock
 from batchsched.config import SchedulerConfig
 from batchsched.framework.profile import Profile
-from batchsched.gang.podgroup import parse_pod_group
 from batchsched.kube.binder import EventRecorder, KubeBinder, PodStatusWriter
 from batchsched.kube.client import api_client, fence_writes, merge_patch
 from batchsched.kube.disruption import PDBS, DisruptionBudgets, parse_disruption_budget
@@ -38,7 +37,7 @@ from batchsched.kube.informer import (
     ResourceSpec,
 )
 from batchsched.kube.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
-from batchsched.kube.podgroups import POD_GROUPS, PodGroupStatusWriter
+from batchsched.kube.podgroups import PodGroupStatusWriter
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.node import parse_node
 from batchsched.model.pod import parse_pod
@@ -46,6 +45,7 @@ from batchsched.model.priority_class import parse_priority_class
 from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.runtime.app_devices import device_informers
+from batchsched.runtime.app_gangs import gang_informers
 from batchsched.runtime.app_housekeeping import Housekeeping
 from batchsched.runtime.app_invalid import InvalidObjects
 from batchsched.runtime.app_options import RunOptions
@@ -156,6 +156,7 @@ class App:
             profiles, self.cache, self.queue, clock, self.metrics, self.quota_file.policy
         )
         self.quota_file.on_change.append(tenants.changed)
+        tenants.layer.producer_queue = self.gangs.queue_of
         return Scheduler(
             profiles,
             self.cache,
@@ -204,18 +205,13 @@ class App:
             key=lambda c: c.name,
             on_invalid=self.invalid.of("scheduling.k8s.io/v1", "PriorityClass"),
         )
-        groups = Informer(
-            api,
-            POD_GROUPS,
-            parse_pod_group,
-            self.gangs,
-            key=lambda g: g.key,
-            on_invalid=self.invalid.pod_group,
-        )
         # PodGroups are optional: without the CRD installed the scheduler still schedules plain
         # pods (the PodGroup informer keeps retrying, gang members wait with an Event).
         self.required: list[Watching] = [nodes, pods, classes]
-        self.informers: list[Watching] = [*self.required, groups]
+        self.informers: list[Watching] = [
+            *self.required,
+            *gang_informers(api, self.gangs, self.invalid),
+        ]
 
     def _init_leader_election(
         self, config: SchedulerConfig, api: ApiClient, clock: SystemClock

@@ -13,8 +13,10 @@ import time
 from collections.abc import Callable
 
 from batchsched.gang.podgroup import PodGroupView
+from batchsched.gang.status import StatusWrite, status_write
 from batchsched.kube.podgroups import PodGroupStatusWriter
 from batchsched.runtime.app_quotas import Quotas
+from batchsched.runtime.gangs import rfc3339
 from batchsched.runtime.handlers import PodEvents
 from batchsched.runtime.preempting import Preempting
 from batchsched.runtime.preemption_notes import NotePublisher
@@ -88,11 +90,15 @@ class Housekeeping:
                 continue
             group = self.gangs.group(key)
             if group is not None:
-                status = self.gangs.status_of(key, self.cache.snapshot, time.time())
-                self.scheduler.spawn(self._write_status(key, group, status))
+                wall = time.time()
+                status = self.gangs.status_of(key, self.cache.snapshot, wall)
+                rejection = self.gangs.rejections.get(key, "")
+                write = status_write(group, status, rejection, rfc3339(wall))
+                if write is not None:
+                    self.scheduler.spawn(self._write_status(key, group, write))
 
-    async def _write_status(self, key: str, group: PodGroupView, status: dict[str, object]) -> None:
-        if not await self.group_status.update(group, status):
+    async def _write_status(self, key: str, group: PodGroupView, write: StatusWrite) -> None:
+        if not await self.group_status.update(group, write):
             self.gangs.dirty.add(key)  # lost (API unavailable, a conflict): the next round
 
     def _set_gauges(self) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 
 from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
+from batchsched.model.gang_ref import GangApi
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import TopologyEvents
 from batchsched.runtime.scheduler import Scheduler
@@ -62,28 +63,32 @@ class InvalidObjects:
         return invalid
 
     def pod_group(self, raw: Mapping[str, object], err: Exception) -> None:
-        """A malformed PodGroup: remembered (its members say why they wait), counted, and an
-        Event on the object itself."""
-        self.count(raw, err)
-        self.gangs.mark_invalid(raw, err)
-        meta = raw.get("metadata")
-        if isinstance(meta, Mapping):
+        """A malformed scheduler-plugins PodGroup (see `pod_group_in`)."""
+        self.pod_group_in(GangApi.SCHEDULER_PLUGINS)(raw, err)
+
+    def pod_group_in(self, api: GangApi) -> Callable[[Mapping[str, object], Exception], None]:
+        """The callback for a PodGroup informer of this API: a malformed PodGroup is
+        remembered (its members say why they wait), counted, and an Event on the object."""
+
+        def invalid(raw: Mapping[str, object], err: Exception) -> None:
+            self.count({**raw, "kind": "PodGroup"}, err)
+            self.gangs.mark_invalid(raw, err, api)
+            meta = raw.get("metadata")
+            if not isinstance(meta, Mapping):
+                return
             ref = ObjectRef(
-                "scheduling.x-k8s.io/v1alpha1",
+                api.value,
                 "PodGroup",
-                str(meta.get("namespace", "")),
-                str(meta.get("name", "")),
-                str(meta.get("uid", "")),
+                _text(meta.get("namespace")),
+                _text(meta.get("name")),
+                _text(meta.get("uid")),
             )
+            note = f"PodGroup is not scheduled: {err}"
             self.scheduler.spawn(
-                self.scheduler.events.record(
-                    ref,
-                    "Warning",
-                    "InvalidPodGroup",
-                    "Validating",
-                    f"PodGroup is not scheduled: {err}",
-                )
+                self.scheduler.events.record(ref, "Warning", "InvalidPodGroup", "Validating", note)
             )
+
+        return invalid
 
     def topology(self, raw: Mapping[str, object], err: Exception) -> None:
         """A malformed NodeResourceTopology: counted, an Event on it, its node back on labels."""

@@ -161,6 +161,7 @@ class Effects:
     ) -> None:
         live = self.live
         members = live.gangs.take_waiting([group.key])
+        live.gangs.rejections.pop(group.key, None)
         for reservation in decision.placed:
             uid = reservation.pod.uid
             live.cache.assume(batch[uid].pod, reservation.node)
@@ -227,6 +228,7 @@ class Effects:
             live.queue.requeue_unschedulable(queued, cycle)
             self.binding.report_failure(queued.pod, message)
         live.gangs.dirty.add(group.key)
+        live.gangs.rejections[group.key] = message
         live.record(group_ref(group), "Warning", "FailedScheduling", "Scheduling", message)
 
     # Preemption (runtime/preempting.py): PostFilter, and the end of a preemptor's hold.

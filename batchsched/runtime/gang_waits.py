@@ -13,15 +13,18 @@ from collections.abc import Sequence
 
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.kube.binder import ObjectRef
+from batchsched.model.gang_ref import GangApi
 from batchsched.runtime.live import Live
 
 logger = logging.getLogger(__name__)
 
 
 def group_ref(group: PodGroupView) -> ObjectRef:
-    return ObjectRef(
-        "scheduling.x-k8s.io/v1alpha1", "PodGroup", group.namespace, group.name, group.uid
-    )
+    """What Events about a gang are posted on: its PodGroup, in the API it came from; a Kueue
+    group has no object, so its first member pod stands for it."""
+    if group.api is GangApi.KUEUE:
+        return ObjectRef("v1", "Pod", group.namespace, group.event_pod, "")
+    return ObjectRef(group.api.value, "PodGroup", group.namespace, group.name, group.uid)
 
 
 class GangWaits:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.runner import ScheduleResult
 from batchsched.gang.core import Reservation
+from batchsched.gang.encodings import kueue_group
 from batchsched.gang.podgroup import (
     FAILED,
     FINISHED,
@@ -26,6 +27,8 @@ from batchsched.gang.podgroup import (
     PodGroupView,
     pod_group_of,
 )
+from batchsched.model.errors import InvalidObject
+from batchsched.model.gang_ref import GangApi, gang_key, gang_refs
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
 
@@ -74,6 +77,8 @@ class GangTracker:
         self.phases: dict[str, str] = {}  # member uid -> its pod's phase
         self.schedule_start: dict[str, float] = {}  # key -> wall time it was first scheduled
         self.final: dict[str, str] = {}  # key -> Finished or Failed, which never change back
+        # key -> why its last cycle could not place it (upstream and Volcano status say it)
+        self.rejections: dict[str, str] = {}
         self.default_timeout = default_timeout
         self._on_group_added = on_group_added
 
@@ -105,13 +110,20 @@ class GangTracker:
         self.finished_gone.pop(group.key, None)
         self.incomplete_reported.discard(group.key)
         self.partial_since.pop(group.key, None)
+        self.rejections.pop(group.key, None)
         if group.key in self.waiting:
             self.deleted.add(group.key)
 
-    def mark_invalid(self, raw: Mapping[str, object], error: Exception) -> None:
+    def mark_invalid(
+        self,
+        raw: Mapping[str, object],
+        error: Exception,
+        api: GangApi = GangApi.SCHEDULER_PLUGINS,
+    ) -> None:
         meta = raw.get("metadata")
         if isinstance(meta, Mapping):
-            key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+            namespace = str(meta.get("namespace", "default"))
+            key = gang_key(api, namespace, str(meta.get("name", "")))
             self.invalid[key] = str(error)
             self.groups.pop(key, None)
 
@@ -120,6 +132,8 @@ class GangTracker:
     def note_pod(self, pod: PodView) -> None:
         key = pod_group_of(pod)
         if key is not None:
+            if key not in self.members and key.startswith(GangApi.KUEUE.prefix):
+                self._note_kueue_group(pod, key)
             self.members[key].add(pod.uid)
             if self.phases.get(pod.uid) != pod.phase:
                 self.phases[pod.uid] = pod.phase
@@ -135,6 +149,27 @@ class GangTracker:
             self.members[key].discard(pod.uid)
             if not self.members[key]:
                 del self.members[key]
+                if key.startswith(GangApi.KUEUE.prefix):  # a group of pods: gone with them
+                    self.groups.pop(key, None)
+                    self.invalid.pop(key, None)
+
+    def _note_kueue_group(self, pod: PodView, key: str) -> None:
+        """A Kueue plain-pod group has no object: its first member describes it."""
+        name = gang_refs(pod.labels, pod.annotations, pod.scheduling_group)[0].name
+        try:
+            self.groups[key] = kueue_group(pod, name)
+        except InvalidObject as err:
+            self.invalid[key] = str(err)
+            return
+        self.invalid.pop(key, None)
+        self._on_group_added()
+
+    def queue_of(self, pod: PodView) -> str:
+        """The queue the pod's gang names in its producer's API (Volcano's spec.queue,
+        Kueue's queue-name label); "" when none."""
+        key = pod_group_of(pod)
+        group = self.groups.get(key) if key is not None else None
+        return group.queue if group is not None else ""
 
     # Questions the scheduling loop asks
 
@@ -144,6 +179,8 @@ class GangTracker:
     def missing_reason(self, key: str) -> str:
         if key in self.invalid:
             return f"PodGroup {key} is invalid and is not scheduled: {self.invalid[key]}"
+        if key.startswith(GangApi.KUEUE.prefix):
+            return f"Kueue pod group {key} is not known yet"
         return f"PodGroup {key} not found; the pod waits for it to be created"
 
     def counted(self, key: str, snapshot: Snapshot) -> int:
@@ -200,7 +237,7 @@ class GangTracker:
         if scheduled and wall is not None:
             self.schedule_start.setdefault(key, wall)
         if key in self.schedule_start:
-            status["scheduleStartTime"] = _rfc3339(self.schedule_start[key])
+            status["scheduleStartTime"] = rfc3339(self.schedule_start[key])
         return status
 
     def _phase(
@@ -275,5 +312,5 @@ class GangTracker:
         return released
 
 
-def _rfc3339(wall: float) -> str:
+def rfc3339(wall: float) -> str:
     return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -57,6 +57,8 @@ class TenantLayer:
         self.policy = policy
         self.clock = clock
         self.ours = ours  # whether a pod is scheduled by one of our profiles
+        # The queue a pod's gang names in its producer's API (the app wires GangTracker's).
+        self.producer_queue: Callable[[PodView], str] = lambda pod: ""
         self.metrics = metrics
         self.ledger = UsageLedger(policy.half_life_s, clock.now())
         self.in_use: dict[str, int] = {}
@@ -115,7 +117,15 @@ class TenantLayer:
     # Questions the queue and the scheduling cycle ask
 
     def tenant_of(self, pod: PodView) -> str:
-        found = self.policy.tenant_of(pod.namespace, pod.labels)
+        labels: Mapping[str, str] = pod.labels
+        queue_label = self.policy.queue_label
+        if queue_label not in labels:
+            # A queue named in the gang's own API (Volcano's spec.queue, Kueue's queue-name
+            # label) counts as the queue label: the quota file names queues, not encodings.
+            queue = self.producer_queue(pod)
+            if queue:
+                labels = {**labels, queue_label: queue}
+        found = self.policy.tenant_of(pod.namespace, labels)
         return UNMATCHED if found is None else found
 
     def rank(self, queued: QueuedPod) -> RankKey:

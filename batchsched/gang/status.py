@@ -1,0 +1,125 @@
+"""A gang's status in the terms of the API that described it. Pure.
+
+The runtime computes one status per gang in scheduler-plugins' terms (GangTracker.status_of:
+phase Pending, Scheduling, Scheduled, Running, Finished or Failed, and member counts); this
+module says what that is in each API:
+
+- scheduler-plugins: as computed.
+- upstream (scheduling.k8s.io/v1alpha2): the `PodGroupScheduled` condition, as kube-scheduler
+  1.36 writes it: True with reason Scheduled once minCount members are placed, False with
+  reason Unschedulable and the scheduler's message while it cannot be; never back from True
+  to False (members added later do not make a started group unscheduled).
+- Volcano: phase Pending, Inqueue (placed, not yet running), Running, Completed, or Unknown
+  (failed: minMember can no longer be met); running/succeeded/failed counts; one condition,
+  Scheduled or Unschedulable (reason NotEnoughResources or NotEnoughTasks).
+- Kueue plain-pod groups: nothing (there is no object; the pods' conditions and Events say it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from batchsched.gang.podgroup import (
+    FAILED,
+    FINISHED,
+    RUNNING,
+    SCHEDULED,
+    PodGroupView,
+)
+from batchsched.model.gang_ref import GangApi
+
+K8S_CONDITION: Final = "PodGroupScheduled"
+_VOLCANO_PHASES: Final = {
+    SCHEDULED: "Inqueue",
+    RUNNING: "Running",
+    FINISHED: "Completed",
+    FAILED: "Unknown",
+}
+_STARTED: Final = frozenset({SCHEDULED, RUNNING, FINISHED, FAILED})
+
+
+@dataclass(frozen=True, slots=True)
+class StatusWrite:
+    """What to write: `status` as a patch of the object's status. `merge_conditions`: the
+    conditions list merges by type (a built-in type's strategic merge patch), so conditions
+    other writers own are kept."""
+
+    status: Mapping[str, object]
+    merge_conditions: bool = False
+
+    def fingerprint(self) -> dict[str, object]:
+        """The status without transition times: what says whether a write repeats the last."""
+        conditions = self.status.get("conditions")
+        if not isinstance(conditions, list):
+            return dict(self.status)
+        timeless = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"}
+            for c in conditions
+            if isinstance(c, Mapping)
+        ]
+        return {**self.status, "conditions": timeless}
+
+
+def status_write(
+    group: PodGroupView, status: Mapping[str, object], rejection: str, now: str
+) -> StatusWrite | None:
+    """`status`: scheduler-plugins' terms; `rejection`: why the gang's last cycle could not
+    place it ("" when it did, or none ran); `now`: RFC 3339, for transition times. None:
+    nothing to write for this API now."""
+    api = group.api
+    if api is GangApi.SCHEDULER_PLUGINS:
+        return StatusWrite(status)
+    if api is GangApi.KUBERNETES:
+        return _k8s(group, str(status.get("phase", "")), rejection, now)
+    if api is GangApi.VOLCANO:
+        return _volcano(status, rejection, group.min_member, now)
+    return None
+
+
+def _k8s(group: PodGroupView, phase: str, rejection: str, now: str) -> StatusWrite | None:
+    if phase in _STARTED:
+        value, reason, message = "True", "Scheduled", f"{group.min_member} pod(s) placed together"
+    elif rejection and group.scheduled != "True":
+        value, reason, message = "False", "Unschedulable", rejection
+    else:
+        return None
+    condition = {
+        "type": K8S_CONDITION,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        # The time the status last changed; what we last wrote is remembered by the writer,
+        # so a repeat of the same status is not written again with a new time.
+        "lastTransitionTime": now,
+    }
+    return StatusWrite({"conditions": [condition]}, merge_conditions=True)
+
+
+def _volcano(
+    status: Mapping[str, object], rejection: str, min_member: int, now: str
+) -> StatusWrite:
+    phase = str(status.get("phase", ""))
+    if phase in _STARTED:
+        condition = {"type": "Scheduled", "status": "True", "reason": "Scheduled"}
+        condition["message"] = f"{min_member} pod(s) placed together"
+    elif rejection:
+        short = "waits for members" in rejection or "short of members" in rejection
+        condition = {
+            "type": "Unschedulable",
+            "status": "True",
+            "reason": "NotEnoughTasks" if short else "NotEnoughResources",
+            "message": rejection,
+        }
+    else:
+        condition = {}
+    written: dict[str, object] = {
+        "phase": _VOLCANO_PHASES.get(phase, "Pending"),
+        "running": status.get("running", 0),
+        "succeeded": status.get("succeeded", 0),
+        "failed": status.get("failed", 0),
+    }
+    if condition:
+        written["conditions"] = [{**condition, "lastTransitionTime": now}]
+    return StatusWrite(written)
