@@ -24,7 +24,7 @@ from batchsched.kube.client import (
     request_json,
 )
 from batchsched.kube.informer import ResourceSpec
-from batchsched.model.gang_ref import GangApi
+from batchsched.model.gang_ref import GangApi, split_gang_key
 
 __all__ = [
     "GROUP_VERSIONS",
@@ -32,6 +32,7 @@ __all__ = [
     "POD_GROUPS",
     "VOLCANO_POD_GROUPS",
     "PodGroupStatusWriter",
+    "gang_object_path",
     "pod_group_path",
 ]
 
@@ -53,6 +54,13 @@ GROUP_VERSIONS: Final = {
 _STATUS_SUBRESOURCE: Final = frozenset({GangApi.SCHEDULER_PLUGINS, GangApi.KUBERNETES})
 # A bounded memory: a cluster that churns through gangs must not grow it without end.
 MAX_REMEMBERED: Final = 10_000
+
+
+def gang_object_path(key: str) -> str | None:
+    """Where the object describing the gang with this key lives; None for a Kueue group
+    (its pods describe it, there is no object)."""
+    api, namespace, name = split_gang_key(key)
+    return pod_group_path(namespace, name, api) if api in GROUP_VERSIONS else None
 
 
 def pod_group_path(namespace: str, name: str, api: GangApi = GangApi.SCHEDULER_PLUGINS) -> str:

@@ -78,6 +78,17 @@ def gang_key(api: GangApi, namespace: str, name: str) -> str:
     return f"{api.prefix}{namespace}/{name}"
 
 
+def split_gang_key(key: str) -> tuple[GangApi, str, str]:
+    """(api, namespace, name) of a key `gang_key` made."""
+    api = GangApi.SCHEDULER_PLUGINS
+    for candidate, prefix in _PREFIXES.items():
+        if prefix and key.startswith(prefix):
+            api, key = candidate, key[len(prefix) :]
+            break
+    namespace, name = key.split("/", 1)
+    return api, namespace, name
+
+
 def gang_refs(
     labels: Mapping[str, str], annotations: Mapping[str, str], scheduling_group: str
 ) -> list[GangRef]:

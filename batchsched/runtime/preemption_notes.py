@@ -11,6 +11,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
+from batchsched.kube.podgroups import gang_object_path
+
 logger = logging.getLogger(__name__)
 
 Patch = Callable[[str, Mapping[str, object]], Awaitable[object]]
@@ -37,8 +39,9 @@ class NotePublisher:
                 del self._published[key]
 
     async def _write(self, key: str, note: str | None) -> bool:
-        namespace, name = key.split("/", 1)
-        path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
+        path = gang_object_path(key)
+        if path is None:
+            return True  # a Kueue group: no object to annotate (its pods' Events say it)
         try:
             await self.patch(path, {"metadata": {"annotations": {PREEMPTION_ANNOTATION: note}}})
         except Exception as err:  # a gone PodGroup or a failing API server: try again later

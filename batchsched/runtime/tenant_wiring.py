@@ -20,6 +20,7 @@ from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
 from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
 from batchsched.framework.profile import Profile
+from batchsched.kube.podgroups import gang_object_path
 from batchsched.metrics import SchedulerMetrics
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
@@ -111,6 +112,8 @@ class EstimatePublisher:
 
     async def _write(self, key: str, value: str | None) -> bool:
         path = _path_of(key)
+        if path is None:
+            return True  # a Kueue group: no object to annotate
         try:
             await self.patch(
                 path, {"metadata": {"annotations": {ESTIMATED_START_ANNOTATION: value}}}
@@ -121,12 +124,11 @@ class EstimatePublisher:
         return True
 
 
-def _path_of(key: str) -> str:
+def _path_of(key: str) -> str | None:
     if key.startswith("pod:"):
         namespace, name = key[4:].split("/", 1)
         return f"/api/v1/namespaces/{namespace}/pods/{name}"
-    namespace, name = key.split("/", 1)
-    return f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
+    return gang_object_path(key)
 
 
 def _rfc3339(wall: float) -> str:
