@@ -32,6 +32,7 @@ from batchsched.plugins.pod_topology_spread import PodTopologySpread, PodTopolog
 from batchsched.plugins.priority_sort import PrioritySort
 from batchsched.plugins.scheduling_gates import SchedulingGates
 from batchsched.plugins.taint_toleration import TaintToleration
+from batchsched.plugins.topology_domains import TopologyDomains, TopologyDomainsArgs
 
 
 def builtin_specs() -> list[PluginBuilder]:
@@ -57,6 +58,7 @@ def builtin_specs() -> list[PluginBuilder]:
         PluginSpec("BackfillReservations", BackfillReservations, NoArgs),
         PluginSpec("DynamicResources", DynamicResources, NoArgs),
         PluginSpec("DynamicResourcesGuard", DynamicResourcesGuard, NoArgs),
+        PluginSpec("TopologyDomains", TopologyDomains, TopologyDomainsArgs),
         PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
     ]
 
@@ -77,8 +79,10 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
     "queueSort": _enabled("GangSort"),
     "preEnqueue": _enabled("SchedulingGates"),
     # DynamicResources last at PreFilter and Filter: device allocation is the dearest
-    # check, so the cheap ones prune the nodes first (kube's order too).
+    # check, so the cheap ones prune the nodes first (kube's order too). TopologyDomains
+    # SKIPs every pod: it is here to carry the cluster's topology levels to the gang cycle.
     "preFilter": _enabled(
+        "TopologyDomains",
         "NodeName",
         "NodeAffinity",
         "NodePorts",

@@ -161,6 +161,7 @@ def test_v1beta2_profile_listing_defaults_again_resolves_to_the_defaults() -> No
     plugins = config.profile("custom-scheduler").describe()
     assert plugins["queueSort"] == ["PrioritySort"]
     assert plugins["preFilter"] == [
+        "TopologyDomains",
         "NodeName",
         "NodeAffinity",
         "NodePorts",
