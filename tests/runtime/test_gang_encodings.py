@@ -4,6 +4,7 @@ producer's queue naming the tenant."""
 
 from __future__ import annotations
 
+from batchsched.clock import FakeClock
 from batchsched.gang.encodings import parse_volcano_pod_group
 from batchsched.gang.podgroup import parse_pod_group
 from batchsched.model.gang_ref import GangApi
@@ -12,7 +13,6 @@ from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.tenants import TenantLayer
 from queues.model import QuotaPolicy, Tenant
 from tests.builders import make_pod
-from tests.runtime.test_tenants import FakeClock
 
 KUEUE_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_COUNT = "kueue.x-k8s.io/pod-group-total-count"
