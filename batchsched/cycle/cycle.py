@@ -4,7 +4,9 @@ Steps:
   1. a gang whose PodGroup is missing waits (Reject NO_GROUP);
   2. quota admission before placement (Reject QUOTA);
   3. placement: a lone pod through its profile (PreFilter .. Permit), a gang through the gang
-     core on a trial, with other gangs' reservations offered up (the no-deadlock rule);
+     core on a trial, with other gangs' reservations offered up (the no-deadlock rule); a gang
+     asking for a topology domain is tried on candidate domains first and placed in the best
+     (cycle/domains.py), or rejected UNRESOLVABLE when its required level has none;
   4. what was placed is asked again: quota once the nodes are known, then the backfill
      reservations it might delay; a "no" undoes the placement (Reject QUOTA_PLACED/BACKFILL);
   5. Bind, Wait (a gang short of its members) or Reject UNSCHEDULABLE (preemption may help),
@@ -20,8 +22,10 @@ from collections.abc import Sequence
 
 from batchsched.backfill import Running
 from batchsched.cycle.decision import Bind, Decision, Reject, Wait, Why
+from batchsched.cycle.domains import DomainRefusal, choose_domain
 from batchsched.cycle.policies import Handle, Placed
 from batchsched.cycle.workload import Workload
+from batchsched.framework.runner import ProfileRunner, Within
 from batchsched.framework.status import Code
 from batchsched.gang.core import Outcome, Reservation, schedule_gang
 
@@ -59,8 +63,23 @@ def _schedule_pod(handle: Handle, workload: Workload) -> Decision:
 
 
 def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
-    snapshot = handle.snapshot
     runner = handle.runner_for(workload.pods[0])
+    domain = choose_domain(handle, workload, runner)
+    if isinstance(domain, DomainRefusal):
+        # Not UNSCHEDULABLE: preemption does not know domains yet, and evicting pods anywhere
+        # in the cluster would not make one domain fit.
+        why = Why.INCOMPLETE if _short_of_members(workload) else Why.UNRESOLVABLE
+        return Reject(why, domain.message, domain.results)
+    if domain is None:
+        return _place_gang(handle, workload, runner, None)
+    runner.rewind(domain.mark)  # the chosen domain's trial, repeated for real
+    return _place_gang(handle, workload, runner, domain.within)
+
+
+def _place_gang(
+    handle: Handle, workload: Workload, runner: ProfileRunner, within: Within | None
+) -> Decision:
+    snapshot = handle.snapshot
     trial = snapshot.begin_trial()
     decision = schedule_gang(
         workload.gang_request(),
@@ -68,6 +87,7 @@ def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
         runner,
         waiting=handle.waiting(),
         hold_incomplete=workload.hold,
+        within=within,
     )
     placed = [(r.pod, r.node) for r in decision.placed]
     starting = _starting(handle, placed)
