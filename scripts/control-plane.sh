@@ -34,10 +34,23 @@ HOST=127.0.0.1
 READY_TRIES="${BATCHSCHED_CP_READY_TRIES:-120}"   # x 0.5 s
 PYTHON="${PYTHON:-$(command -v python3 || command -v python || true)}"
 
-# scheduler-plugins' kube-scheduler, the Coscheduling baseline; built against our K8S_VERSION.
+# scheduler-plugins' kube-scheduler, the Coscheduling baseline; built against our K8S_VERSION
+# when the release is of that minor (v0.Y.* is built for v1.Y.*). Otherwise it is built
+# against, and kept with, the pinned version (scripts/k8s-build/VERSION) where that is of its
+# minor: a kube-scheduler works with an API server a few minors newer, and scheduler-plugins
+# v0.34.7 does not compile against Kubernetes 1.36.3 (its controller-runtime v0.22 against
+# client-go v0.36; the framework types it uses moved to k8s.io/kube-scheduler/framework).
 SP_SRC="$BUILD_SRC/scheduler-plugins"
 SP_VERSION="${BATCHSCHED_SCHEDULER_PLUGINS_VERSION:-$(tr -d '[:space:]' < "$SP_SRC/VERSION")}"
 SP_BINARY="scheduler-plugins-$SP_VERSION"
+PINNED_K8S_VERSION="$(tr -d '[:space:]' < "$BUILD_SRC/VERSION")"
+SP_K8S_VERSION="$K8S_VERSION"
+if [[ "$SP_VERSION" =~ ^v0\.([0-9]+)\. && "$K8S_VERSION" != "v1.${BASH_REMATCH[1]}."* \
+  && "$PINNED_K8S_VERSION" == "v1.${BASH_REMATCH[1]}."* ]]; then
+  SP_K8S_VERSION="$PINNED_K8S_VERSION"
+fi
+SP_K8S_DIR="$CACHE_ROOT/k8s/$SP_K8S_VERSION"
+SP_BIN_DIR="$SP_K8S_DIR/bin"
 SP_SCHEDULER_NAME=scheduler-plugins-scheduler
 PODGROUP_CRD="$REPO_ROOT/deploy/crds/scheduling.x-k8s.io_podgroups.yaml"
 
@@ -55,6 +68,21 @@ KWOK_NODE_ANNOTATION="kwok.x-k8s.io/node=fake"
 # garbage collection of owned objects, ResourceClaims from a Pod's claim templates.
 CONTROLLERS="${BATCHSCHED_CONTROLLERS:-job-controller,disruption-controller,garbage-collector-controller,resourceclaim-controller}"
 
+# Workload-aware scheduling (scheduling.k8s.io/v1alpha2 Workload and PodGroup, pod
+# spec.schedulingGroup, kube-scheduler's gang scheduling): alpha, off by default, and served
+# here from Kubernetes 1.36 on. Only versions that know these gates get them (a 1.34 binary
+# refuses an unknown gate). The API server drops schedulingConstraints unless
+# TopologyAwareWorkloadScheduling (KEP-5732) is on, and priority, priorityClassName and
+# disruptionMode unless WorkloadAwarePreemption (KEP-5710) is, which needs GangScheduling:
+# the API server and kube-scheduler get the same set.
+WAS_MIN_MINOR=36
+WAS_GATES=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true,WorkloadAwarePreemption=true
+WAS_RUNTIME_CONFIG=scheduling.k8s.io/v1alpha2=true
+WAS_CONTROLLER_MANAGER_GATES=GenericWorkload=true
+# Removes the finalizer the PodGroupProtection admission plugin puts on every PodGroup once
+# no pod uses it (without it, a deleted PodGroup stays Terminating).
+WAS_CONTROLLERS=podgroup-protection-controller
+
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 die() { printf '[control-plane] ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -71,6 +99,17 @@ find_go() {
   [[ -n "$go" ]] || go=/usr/local/go/bin/go
   [[ -x "$go" ]] || die "Go toolchain not found (install Go >= 1.24 or set GO=/path/to/go)"
   printf '%s\n' "$go"
+}
+
+k8s_minor() { # version -> its minor (v1.36.3 -> 36)
+  [[ "$1" =~ ^v1\.([0-9]+)\.[0-9]+ ]] || die "bad Kubernetes version '$1' (want v1.Y.Z)"
+  printf '%s\n' "${BASH_REMATCH[1]}"
+}
+
+workload_api_served() { # 0 when K8S_VERSION serves the v1alpha2 Workload API (>= 1.36)
+  local minor
+  minor="$(k8s_minor "$K8S_VERSION")" || exit 1
+  ((minor >= WAS_MIN_MINOR))
 }
 
 binaries_present() {
@@ -250,13 +289,14 @@ build_k8s() {
   "$BIN_DIR/kube-apiserver" --version >&2
 }
 
-# Stripped, and stamped with $K8S_VERSION so that /version reports the real release (and
-# component-base's compatibility-version checks accept the binary).
-k8s_ldflags() {
-  [[ "$K8S_VERSION" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "bad version $K8S_VERSION"
+# Stripped, and stamped with the release (default $K8S_VERSION) so that /version reports it
+# (and component-base's compatibility-version checks accept the binary).
+k8s_ldflags() { # [version]
+  local version="${1:-$K8S_VERSION}"
+  [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "bad version $version"
   local major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}" x="" pkg
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    x+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    x+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     x+=" -X $pkg.gitTreeState=clean"
   done
   printf '%s\n' "-s -w$x"
@@ -349,42 +389,44 @@ cmd_install_kwok() {
 # --------------------------------------------------------------------------
 # install-coscheduling: scheduler-plugins' kube-scheduler (the gang benchmark's baseline)
 # --------------------------------------------------------------------------
-prepare_sp_module() { # -> module dir with go.mod/go.sum/tools.go for $SP_VERSION on $K8S_VERSION
-  local dir="$K8S_DIR/scheduler-plugins-build/$SP_VERSION"
+prepare_sp_module() { # -> module dir with go.mod/go.sum/tools.go for $SP_VERSION on $SP_K8S_VERSION
+  local dir="$SP_K8S_DIR/scheduler-plugins-build/$SP_VERSION"
   mkdir -p "$dir"
   if grep -qx "require sigs.k8s.io/scheduler-plugins $SP_VERSION" "$SP_SRC/go.mod" 2>/dev/null \
-    && grep -qx "// against k8s.io/kubernetes $K8S_VERSION." "$SP_SRC/go.mod"; then
+    && grep -qx "// against k8s.io/kubernetes $SP_K8S_VERSION." "$SP_SRC/go.mod"; then
     cp "$SP_SRC/go.mod" "$SP_SRC/go.sum" "$SP_SRC/tools.go" "$dir/"
     log "scheduler-plugins: using pinned module scripts/k8s-build/scheduler-plugins ($SP_VERSION)"
   else
-    log "scheduler-plugins: $SP_VERSION on $K8S_VERSION is not the pinned pair, generating a go.mod"
-    GO="$GO" K8S_VERSION="$K8S_VERSION" "$SP_SRC/gen-gomod.sh" "$SP_VERSION" "$dir" >&2
+    log "scheduler-plugins: $SP_VERSION on $SP_K8S_VERSION is not the pinned pair, generating a go.mod"
+    GO="$GO" K8S_VERSION="$SP_K8S_VERSION" "$SP_SRC/gen-gomod.sh" "$SP_VERSION" "$dir" >&2
   fi
   printf '%s\n' "$dir"
 }
 
 cmd_install_coscheduling() {
-  mkdir -p "$BIN_DIR"
+  mkdir -p "$SP_BIN_DIR"
   if command -v flock >/dev/null; then
-    exec 8>"$K8S_DIR/.install-coscheduling.lock"
+    exec 8>"$SP_K8S_DIR/.install-coscheduling.lock"
     flock 8
   fi
-  if [[ -x "$BIN_DIR/$SP_BINARY" ]]; then
-    log "scheduler-plugins: cached ($BIN_DIR/$SP_BINARY)"
+  [[ "$SP_K8S_VERSION" == "$K8S_VERSION" ]] \
+    || log "scheduler-plugins: $SP_VERSION is not for $K8S_VERSION; using the build for $SP_K8S_VERSION"
+  if [[ -x "$SP_BIN_DIR/$SP_BINARY" ]]; then
+    log "scheduler-plugins: cached ($SP_BIN_DIR/$SP_BINARY)"
     return 0
   fi
   GO="$(find_go)"
-  local moddir buildlog="$K8S_DIR/$SP_BINARY.build.log"
+  local moddir buildlog="$SP_K8S_DIR/$SP_BINARY.build.log"
   moddir="$(prepare_sp_module)"
   : > "$buildlog"
   log "scheduler-plugins: building sigs.k8s.io/scheduler-plugins/cmd/scheduler $SP_VERSION" \
-    "on k8s.io/kubernetes $K8S_VERSION with $("$GO" version | awk '{print $3}')"
+    "on k8s.io/kubernetes $SP_K8S_VERSION with $("$GO" version | awk '{print $3}')"
   log "scheduler-plugins: this takes a while (3-4 min on 2 cores after install); log: $buildlog"
   # Stamped with the Kubernetes release it is built on (its framework's version); the file
   # name carries the scheduler-plugins release.
   go_build scheduler-plugins "$moddir" sigs.k8s.io/scheduler-plugins/cmd/scheduler \
-    "$BIN_DIR/$SP_BINARY" "$(k8s_ldflags)" "$buildlog"
-  log "scheduler-plugins: installed $BIN_DIR/$SP_BINARY ($(du -sh "$BIN_DIR/$SP_BINARY" | cut -f1))"
+    "$SP_BIN_DIR/$SP_BINARY" "$(k8s_ldflags "$SP_K8S_VERSION")" "$buildlog"
+  log "scheduler-plugins: installed $SP_BIN_DIR/$SP_BINARY ($(du -sh "$SP_BIN_DIR/$SP_BINARY" | cut -f1))"
 }
 
 # --------------------------------------------------------------------------
@@ -535,7 +577,11 @@ cmd_up() {
     wait_ready kube-apiserver "$STATE/kube-apiserver.log" apiserver_ready
   else
     log "starting kube-apiserver $K8S_VERSION on https://$HOST:$APISERVER_PORT"
-    local p="$STATE/pki" extra=()
+    local p="$STATE/pki" extra=() gates=WatchList=false was=()
+    if workload_api_served; then
+      gates+=",$WAS_GATES"
+      was=(--runtime-config="$WAS_RUNTIME_CONFIG")
+    fi
     # shellcheck disable=SC2206
     [[ -n "${BATCHSCHED_APISERVER_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_APISERVER_EXTRA_ARGS})
     # WatchList off: with it, the server turns every watch from resourceVersion "" or "0"
@@ -563,7 +609,8 @@ cmd_up() {
       --endpoint-reconciler-type=none \
       --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
       --profiling=false \
-      --feature-gates=WatchList=false \
+      --feature-gates="$gates" \
+      "${was[@]}" \
       "${extra[@]}"
     wait_ready kube-apiserver "$STATE/kube-apiserver.log" apiserver_ready
   fi
@@ -639,6 +686,8 @@ leaderElection:
 EOF
     qps=(--config="$STATE/kube-scheduler.yaml")
   fi
+  local was=()
+  workload_api_served && was=(--feature-gates="$WAS_GATES")
   # shellcheck disable=SC2206
   [[ -n "${BATCHSCHED_SCHEDULER_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_SCHEDULER_EXTRA_ARGS})
   : > "$STATE/kube-scheduler.log"
@@ -650,6 +699,7 @@ EOF
     --leader-elect=false \
     --bind-address=$HOST \
     --secure-port="$SCHEDULER_PORT" \
+    "${was[@]}" \
     "${extra[@]}"
   echo "SCHEDULER_PORT=$SCHEDULER_PORT" > "$STATE/scheduler.env"
   wait_ready kube-scheduler "$STATE/kube-scheduler.log" scheduler_healthy
@@ -721,8 +771,8 @@ EOF
 
 cmd_coscheduling_up() {
   require_binaries
-  [[ -x "$BIN_DIR/$SP_BINARY" ]] \
-    || die "$SP_BINARY missing in $BIN_DIR; run: scripts/control-plane.sh install-coscheduling"
+  [[ -x "$SP_BIN_DIR/$SP_BINARY" ]] \
+    || die "$SP_BINARY missing in $SP_BIN_DIR; run: scripts/control-plane.sh install-coscheduling"
   apiserver_ready || die "kube-apiserver is not up; run: scripts/control-plane.sh up"
   if pid_alive scheduler-plugins; then
     log "scheduler-plugins already running (pid $(cat "$STATE/scheduler-plugins.pid"))"
@@ -741,8 +791,8 @@ cmd_coscheduling_up() {
   # shellcheck disable=SC2206
   [[ -n "${BATCHSCHED_COSCHEDULING_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_COSCHEDULING_EXTRA_ARGS})
   : > "$STATE/scheduler-plugins.log"
-  log "starting scheduler-plugins $SP_VERSION as $SP_SCHEDULER_NAME (secure port $COSCHEDULING_PORT)"
-  start_bg scheduler-plugins "$STATE/scheduler-plugins.log" "$BIN_DIR/$SP_BINARY" \
+  log "starting scheduler-plugins $SP_VERSION ($SP_K8S_VERSION) as $SP_SCHEDULER_NAME (secure port $COSCHEDULING_PORT)"
+  start_bg scheduler-plugins "$STATE/scheduler-plugins.log" "$SP_BIN_DIR/$SP_BINARY" \
     --config="$cfg" \
     --authentication-kubeconfig="$kc" \
     --authorization-kubeconfig="$kc" \
@@ -818,18 +868,23 @@ cmd_controller_manager_up() {
     return 0
   fi
   CONTROLLER_MANAGER_PORT="$(choose_port kube-controller-manager BATCHSCHED_CONTROLLER_MANAGER_PORT 10357)"
-  local kc="$STATE/admin.kubeconfig" extra=()
+  local kc="$STATE/admin.kubeconfig" extra=() controllers="$CONTROLLERS" was=()
+  if workload_api_served; then
+    was=(--feature-gates="$WAS_CONTROLLER_MANAGER_GATES")
+    [[ -n "${BATCHSCHED_CONTROLLERS:-}" ]] || controllers+=",$WAS_CONTROLLERS"
+  fi
   # shellcheck disable=SC2206
   [[ -n "${BATCHSCHED_CONTROLLER_MANAGER_EXTRA_ARGS:-}" ]] && extra=(${BATCHSCHED_CONTROLLER_MANAGER_EXTRA_ARGS})
   : > "$STATE/kube-controller-manager.log"
-  log "starting kube-controller-manager $K8S_VERSION ($CONTROLLERS; secure port $CONTROLLER_MANAGER_PORT)"
+  log "starting kube-controller-manager $K8S_VERSION ($controllers; secure port $CONTROLLER_MANAGER_PORT)"
   start_bg kube-controller-manager "$STATE/kube-controller-manager.log" "$BIN_DIR/kube-controller-manager" \
     --kubeconfig="$kc" \
     --authentication-kubeconfig="$kc" \
     --authorization-kubeconfig="$kc" \
     --leader-elect=false \
     --use-service-account-credentials=false \
-    --controllers="$CONTROLLERS" \
+    --controllers="$controllers" \
+    "${was[@]}" \
     --kube-api-qps=5000 \
     --kube-api-burst=5000 \
     --bind-address=$HOST \
