@@ -54,7 +54,7 @@ class GangRequest:
 
     @property
     def key(self) -> str:
-        return f"{self.group.namespace}/{self.group.name}"
+        return self.group.key
 
     @property
     def existing(self) -> int:

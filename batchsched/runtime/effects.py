@@ -203,6 +203,7 @@ class Effects:
             gang.members.append(WaitingMember(batch[uid], decision.results[uid], reservation))
         live.observe("scheduled", runner, _since(started))
         live.gangs.dirty.add(group.key)
+        live.gangs.rejections[group.key] = decision.message  # why it has not started yet
         if started_waiting:  # one Event when the wait starts, not one per arriving member
             live.record(group_ref(group), "Normal", "Waiting", "Scheduling", decision.message)
 

@@ -77,7 +77,8 @@ class GangTracker:
         self.phases: dict[str, str] = {}  # member uid -> its pod's phase
         self.schedule_start: dict[str, float] = {}  # key -> wall time it was first scheduled
         self.final: dict[str, str] = {}  # key -> Finished or Failed, which never change back
-        # key -> why its last cycle could not place it (upstream and Volcano status say it)
+        # key -> why its last cycle did not start it: rejected, or waiting for members
+        # (upstream and Volcano status say it)
         self.rejections: dict[str, str] = {}
         self.default_timeout = default_timeout
         self._on_group_added = on_group_added

@@ -79,7 +79,7 @@ class TenantLayer:
     def counted(self, pod: PodView) -> None:
         if not self.ours(pod) or pod.uid in self._counted:
             return
-        tenant = self.policy.tenant_of(pod.namespace, pod.labels)
+        tenant = self._tenant(pod)
         self._pods[pod.uid] = pod
         self.started.setdefault(pod.uid, self.clock.now())
         if tenant is None:
@@ -117,6 +117,10 @@ class TenantLayer:
     # Questions the queue and the scheduling cycle ask
 
     def tenant_of(self, pod: PodView) -> str:
+        found = self._tenant(pod)
+        return UNMATCHED if found is None else found
+
+    def _tenant(self, pod: PodView) -> str | None:
         labels: Mapping[str, str] = pod.labels
         queue_label = self.policy.queue_label
         if queue_label not in labels:
@@ -125,8 +129,7 @@ class TenantLayer:
             queue = self.producer_queue(pod)
             if queue:
                 labels = {**labels, queue_label: queue}
-        found = self.policy.tenant_of(pod.namespace, labels)
-        return UNMATCHED if found is None else found
+        return self.policy.tenant_of(pod.namespace, labels)
 
     def rank(self, queued: QueuedPod) -> RankKey:
         """Which tenant's head goes next (smaller first); pods of no tenant go last, so the
@@ -151,7 +154,7 @@ class TenantLayer:
         """May these pending pods (one gang, or one pod) start under their tenant's quota?
         `products`: each pod's node's GPU model, once placed."""
         first = pods[0]
-        tenant = self.policy.tenant_of(first.namespace, first.labels)
+        tenant = self._tenant(first)
         if tenant is None:
             label = self.policy.queue_label
             return Admission(
@@ -199,7 +202,7 @@ class TenantLayer:
         with them, counted on the resources its guarantee names. From each other tenant above
         its guarantee on those resources, its units (gangs, lone pods) youngest first while it
         is still above: at most one unit's worth below its guarantee, as Kueue reclaims."""
-        tenant = self.policy.tenant_of(pods[0].namespace, pods[0].labels) if pods else None
+        tenant = self._tenant(pods[0]) if pods else None
         if tenant is None:
             return frozenset()
         guaranteed = self.policy.tenants[tenant].guaranteed
