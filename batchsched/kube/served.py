@@ -69,10 +69,11 @@ class WhenServed:
         self.resource = informer.resource
         self.synced = informer.synced
         self.served = False
+        self.checked = asyncio.Event()  # discovery has answered once (served or not)
 
     async def run(self) -> None:
         told = False
-        while not await is_served(self._api, self._group_version, self._resource):
+        while not await self._check():
             if not told:
                 log.info(
                     "api not served; looking again every %.0fs group_version=%s resource=%s",
@@ -87,6 +88,17 @@ class WhenServed:
         )
         self.served = True
         await self._informer.run()
+
+    async def _check(self) -> bool:
+        served = await is_served(self._api, self._group_version, self._resource)
+        self.served = served
+        self.checked.set()
+        return served
+
+    def settled(self) -> bool:
+        """Whether there is nothing more to wait for at start-up: discovery answered and the
+        resource is not served, or it is and the informer has synced."""
+        return self.checked.is_set() and (not self.served or self.synced.is_set())
 
     async def wait_synced(self) -> None:
         await self._informer.wait_synced()

@@ -133,7 +133,10 @@ class GangTracker:
     def note_pod(self, pod: PodView) -> None:
         key = pod_group_of(pod)
         if key is not None:
-            if key not in self.members and key.startswith(GangApi.KUEUE.prefix):
+            kueue = key.startswith(GangApi.KUEUE.prefix)
+            if kueue and (key not in self.members or key in self.invalid):
+                # Its first member describes it; one whose count was unreadable is read
+                # again from the next member to arrive.
                 self._note_kueue_group(pod, key)
             self.members[key].add(pod.uid)
             if self.phases.get(pod.uid) != pod.phase:
@@ -178,6 +181,8 @@ class GangTracker:
         return self.groups.get(key)
 
     def missing_reason(self, key: str) -> str:
+        if key in self.invalid and key.startswith(GangApi.KUEUE.prefix):
+            return f"Kueue pod group {key} is not scheduled: {self.invalid[key]}"
         if key in self.invalid:
             return f"PodGroup {key} is invalid and is not scheduled: {self.invalid[key]}"
         if key.startswith(GangApi.KUEUE.prefix):

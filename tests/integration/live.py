@@ -11,6 +11,7 @@ from kubernetes_asyncio import client, config
 
 from batchsched.config import default_config
 from batchsched.kube.client import request_json
+from batchsched.kube.served import WhenServed
 from batchsched.runtime.app import App, RunOptions
 from tests.integration.control_plane import ControlPlane
 from tests.integration.helpers import wait_for
@@ -38,7 +39,7 @@ async def running_scheduler(
         task = asyncio.create_task(app.run())
         try:
             await wait_for(
-                lambda: all(i.synced.is_set() for i in app.informers) or task.done(),
+                lambda: all(_settled(i) for i in app.informers) or task.done(),
                 timeout=30,
                 what="informers synced",
             )
@@ -47,6 +48,15 @@ async def running_scheduler(
         finally:
             app.stop()
             assert await asyncio.wait_for(task, timeout=30) == 0
+
+
+def _settled(informer: object) -> bool:
+    """Synced; for an informer of an API the server may not serve (kube/served.py), settled:
+    discovery said it is not served, or it is and the informer synced."""
+    if isinstance(informer, WhenServed):
+        return informer.settled()
+    synced = getattr(informer, "synced", None)
+    return isinstance(synced, asyncio.Event) and synced.is_set()
 
 
 async def pod(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:

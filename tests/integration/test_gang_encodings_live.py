@@ -205,15 +205,6 @@ async def test_a_volcano_gang_whose_quorum_never_comes_binds_nothing_and_waits_f
         assert condition(await volcano_status(api, "vshort"), "Scheduled") is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "gang/status.py _volcano writes NotEnoughTasks only from a *rejection* that says "
-        "'waits for members', but a gang short of members that fits is a Wait "
-        "(runtime/effects.py _wait), which never records a rejection: the PodGroup stays "
-        "phase Pending with no condition"
-    ),
-)
 async def test_a_volcano_gang_whose_quorum_never_comes_says_not_enough_tasks_in_its_status(
     volcano_plane: ControlPlane, gang_api: client.ApiClient
 ) -> None:
@@ -238,15 +229,6 @@ async def test_a_volcano_gang_whose_quorum_never_comes_says_not_enough_tasks_in_
         assert await bound_count(api, names("vtasks", 2)) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "gang/core.py GangRequest.key is namespace/name without the API prefix that the "
-        "tracker's keys carry (volcano:, kueue:), so schedule_gang's `others` keeps the gang's "
-        "own reservations: the retry frees them, places the late member in their room and "
-        "releases the gang's own reservations as another gang's, binding it below minMember"
-    ),
-)
 async def test_a_volcano_gang_whose_late_member_fits_only_in_its_own_reservations_binds_nothing(
     volcano_plane: ControlPlane, gang_api: client.ApiClient
 ) -> None:
@@ -338,7 +320,7 @@ async def test_a_kueue_pod_with_a_total_count_that_is_no_number_is_never_bound_a
         await wait_for(refused, timeout=30, what="PodScheduled False naming the bad count")
         pod = (await pods_named(api, ["kbad-0"]))["kbad-0"]
         message = str((pod_scheduled(pod) or {}).get("message", ""))
-        assert message.startswith("PodGroup kueue:default/kbad is invalid and is not scheduled")
+        assert message.startswith("Kueue pod group kueue:default/kbad is not scheduled")
         assert "kueue.x-k8s.io/pod-group-total-count" in message
         assert "must be a positive integer" in message
         assert any("'abc'" in n for n in await notes(api, "kbad-0", "FailedScheduling"))
@@ -416,15 +398,6 @@ def tenant_gpus(app: App, tenant: str) -> float:
     return value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "runtime/tenants.py TenantLayer.counted and admit call policy.tenant_of(namespace, "
-        "labels) on the pod's own labels; only tenant_of (queue order) asks producer_queue, "
-        "so a Volcano spec.queue never reaches usage or quota: the gang counts under its "
-        "namespace's tenant"
-    ),
-)
 async def test_a_volcano_gang_in_a_queue_the_quota_file_names_counts_under_that_tenant(
     volcano_plane: ControlPlane, gang_api: client.ApiClient, tmp_path: Path
 ) -> None:
