@@ -136,6 +136,7 @@ def parse_volcano_pod_group(obj: Mapping[str, object]) -> PodGroupView:
             annotations=annotations,
             recorded_succeeded=status_count(obj, "succeeded"),
             recorded_failed=status_count(obj, "failed"),
+            recorded_phase=_status_phase(obj),
             api=GangApi.VOLCANO,
             topology=_volcano_topology(spec) or topology_from_annotations(annotations),
             queue=as_str(spec.get("queue"), "spec.queue"),
@@ -146,6 +147,12 @@ def parse_volcano_pod_group(obj: Mapping[str, object]) -> PodGroupView:
     except QuantityError as err:
         message = f"invalid quantity {shown(err.value)}: {err.why}"
         raise InvalidObject("PodGroup", f"{namespace}/{name}", err.field, message) from err
+
+
+def _status_phase(obj: Mapping[str, object]) -> str:
+    status = obj.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return phase if isinstance(phase, str) else ""
 
 
 def _volcano_topology(spec: Mapping[str, object]) -> TopologyRequest | None:

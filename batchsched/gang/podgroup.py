@@ -89,6 +89,7 @@ class PodGroupView:
     scheduled: str = ""
     # A Kueue group has no object of its own: Events about it go to this member pod.
     event_pod: str = ""
+    recorded_phase: str = ""  # status.phase as last read (Volcano's: it gates pod creation)
 
     @property
     def key(self) -> str:

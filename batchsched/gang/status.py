@@ -9,9 +9,12 @@ module says what that is in each API:
   1.36 writes it: True with reason Scheduled once minCount members are placed, False with
   reason Unschedulable and the scheduler's message while it cannot be; never back from True
   to False (members added later do not make a started group unscheduled).
-- Volcano: phase Pending, Inqueue (placed, not yet running), Running, Completed, or Unknown
-  (failed: minMember can no longer be met); running/succeeded/failed counts; one condition,
-  Scheduled or Unschedulable (reason NotEnoughResources or NotEnoughTasks).
+- Volcano: phase Inqueue until it runs, then Running, Completed, or Unknown (failed: minMember
+  can no longer be met); running/succeeded/failed counts; one condition, Scheduled or
+  Unschedulable (reason NotEnoughResources or NotEnoughTasks). Inqueue from the start, not
+  Pending: Volcano's job controller (and the training operator's Volcano mode) create a job's
+  pods only once its PodGroup has left Pending, which Volcano's own enqueue step does; here
+  quota and room are judged when the pods are scheduled, so every group is admitted at once.
 - Kueue plain-pod groups: nothing (there is no object; the pods' conditions and Events say it).
 """
 
@@ -24,14 +27,18 @@ from typing import Final
 from batchsched.gang.podgroup import (
     FAILED,
     FINISHED,
+    PENDING,
     RUNNING,
     SCHEDULED,
+    SCHEDULING,
     PodGroupView,
 )
 from batchsched.model.gang_ref import GangApi
 
 K8S_CONDITION: Final = "PodGroupScheduled"
 _VOLCANO_PHASES: Final = {
+    PENDING: "Inqueue",
+    SCHEDULING: "Inqueue",
     SCHEDULED: "Inqueue",
     RUNNING: "Running",
     FINISHED: "Completed",
@@ -115,7 +122,7 @@ def _volcano(
     else:
         condition = {}
     written: dict[str, object] = {
-        "phase": _VOLCANO_PHASES.get(phase, "Pending"),
+        "phase": _VOLCANO_PHASES.get(phase, "Inqueue"),
         "running": status.get("running", 0),
         "succeeded": status.get("succeeded", 0),
         "failed": status.get("failed", 0),

@@ -91,6 +91,9 @@ class GangTracker:
         # update).
         self.groups[group.key] = group
         self.invalid.pop(group.key, None)
+        if group.api is GangApi.VOLCANO and group.recorded_phase in ("", "Pending"):
+            # Volcano's controllers create the pods only once the group leaves Pending.
+            self.dirty.add(group.key)
         self._on_group_added()
 
     def on_update(self, old: PodGroupView, new: PodGroupView) -> None:
@@ -107,6 +110,8 @@ class GangTracker:
 
     def on_delete(self, group: PodGroupView) -> None:
         self.groups.pop(group.key, None)
+        self.final.pop(group.key, None)  # a group recreated under the name starts afresh
+        self.schedule_start.pop(group.key, None)
         self.quorum_reached.discard(group.key)
         self.finished_gone.pop(group.key, None)
         self.incomplete_reported.discard(group.key)

@@ -77,8 +77,8 @@ def test_an_upstream_group_with_nothing_to_say_is_not_written() -> None:
 @pytest.mark.parametrize(
     ("phase", "volcano"),
     [
-        ("Pending", "Pending"),
-        ("Scheduling", "Pending"),
+        ("Pending", "Inqueue"),
+        ("Scheduling", "Inqueue"),
         ("Scheduled", "Inqueue"),
         ("Running", "Running"),
         ("Finished", "Completed"),

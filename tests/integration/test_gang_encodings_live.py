@@ -68,6 +68,22 @@ def held(app: App, key: str) -> int:
 # a. A Volcano gang bound whole, its status in Volcano's terms through to Completed
 
 
+async def test_a_volcano_group_without_pods_is_admitted_inqueue_so_its_controller_creates_them(
+    volcano_plane: ControlPlane, gang_api: client.ApiClient
+) -> None:
+    """Volcano's job controller (and the training operator's Volcano mode) create a job's
+    pods only once its PodGroup has left Pending; without Volcano's scheduler, batchsched is
+    the one to move it."""
+    api = gang_api
+    await create_volcano_group(api, "vadmit", 4)
+    async with running_gang_scheduler(volcano_plane):
+
+        async def admitted() -> bool:
+            return (await volcano_status(api, "vadmit")).get("phase") == "Inqueue"
+
+        await wait_for(admitted, timeout=30, what="the empty Volcano PodGroup Inqueue")
+
+
 async def test_a_volcano_gang_is_bound_whole_and_its_status_goes_running_then_completed(
     volcano_plane: ControlPlane, gang_api: client.ApiClient
 ) -> None:
@@ -173,7 +189,7 @@ async def test_a_volcano_gang_that_cannot_fit_binds_nothing_and_is_unschedulable
         assert found is not None and found["status"] == "True"
         assert expected in str(found.get("message", "")), found
         assert found.get("lastTransitionTime")
-        assert status.get("phase") == "Pending"
+        assert status.get("phase") == "Inqueue"
         assert (status.get("running"), status.get("succeeded"), status.get("failed")) == (0, 0, 0)
         assert any(expected in n for n in await notes(api, "vbig", "FailedScheduling", "Warning"))
         assert await bound_count(api, names("vbig", 4)) == 0
@@ -197,9 +213,9 @@ async def test_a_volcano_gang_whose_quorum_never_comes_binds_nothing_and_waits_f
         await wait_for(waiting, timeout=30, what="a Waiting Event on the Volcano PodGroup")
 
         async def pending_written() -> bool:
-            return (await volcano_status(api, "vshort")).get("phase") == "Pending"
+            return (await volcano_status(api, "vshort")).get("phase") == "Inqueue"
 
-        await wait_for(pending_written, timeout=30, what="PodGroup status Pending")
+        await wait_for(pending_written, timeout=30, what="PodGroup status Inqueue")
         assert held(app, "volcano:default/vshort") == 2  # reserved, not bound
         assert await bound_count(api, names("vshort", 2)) == 0
         assert condition(await volcano_status(api, "vshort"), "Scheduled") is None
@@ -216,11 +232,11 @@ async def test_a_volcano_gang_whose_quorum_never_comes_says_not_enough_tasks_in_
             await create_pod(api, volcano_member("vtasks", i))
 
         async def pending_written() -> bool:
-            return (await volcano_status(api, "vtasks")).get("phase") == "Pending"
+            return (await volcano_status(api, "vtasks")).get("phase") == "Inqueue"
 
         # Written once the gang has waited STATUS_GRACE_S (2 s); the housekeeping round that
         # writes it computes the condition in the same write.
-        await wait_for(pending_written, timeout=30, what="PodGroup status Pending")
+        await wait_for(pending_written, timeout=30, what="PodGroup status Inqueue")
         status = await volcano_status(api, "vtasks")
         found = condition(status, "Unschedulable")
         assert found is not None, status
