@@ -1,8 +1,10 @@
-"""The lean PodGroup view, parsed once from a scheduling.x-k8s.io/v1alpha1 PodGroup.
+"""The lean PodGroup view every gang encoding is read into, and scheduler-plugins' PodGroup.
 
-The API is scheduler-plugins' (what Kubeflow's training operator, JobSet and KubeRay create).
-Parsing is strict where the scheduler must not guess: a PodGroup it cannot read is reported
-with the field and the value, and is not scheduled.
+`parse_pod_group` reads scheduling.x-k8s.io/v1alpha1 (what Kubeflow's training operator and
+KubeRay create in their scheduler-plugins modes); gang/encodings.py reads the upstream,
+Volcano and Kueue encodings into the same view. Parsing is strict where the scheduler must
+not guess: a PodGroup it cannot read is reported with the field and the value, and is not
+scheduled.
 """
 
 from __future__ import annotations
