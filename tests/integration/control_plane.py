@@ -25,6 +25,17 @@ class ControlPlane:
     bin_dir: Path
     env: dict[str, str]
 
+    @property
+    def version(self) -> str:
+        """The Kubernetes release running, e.g. v1.36.3: the name of its binaries' cache dir
+        (BATCHSCHED_K8S_VERSION, else scripts/k8s-build/VERSION)."""
+        return self.bin_dir.parent.name
+
+    @property
+    def minor(self) -> int:
+        """The release's minor version (36 for v1.36.3), for what differs between releases."""
+        return int(self.version.split(".")[1])
+
     def script(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return _run([str(SCRIPT), *args], self.env, timeout)
 

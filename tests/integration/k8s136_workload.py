@@ -6,7 +6,6 @@ older control plane `skip_before_1_36` skips the test that asks for it, and only
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,18 +25,11 @@ PROTECTION_FINALIZER = "scheduling.k8s.io/podgroup-protection"
 SCHEDULED = "PodGroupScheduled"
 
 
-def server_minor(plane: ControlPlane) -> int:
-    """The API server's minor version, as its /version reports it."""
-    version = json.loads(plane.kubectl("version", "-o", "json"))["serverVersion"]
-    return int(str(version["minor"]).rstrip("+"))
-
-
 def skip_before_1_36(plane: ControlPlane) -> None:
-    minor = server_minor(plane)
-    if minor < FIRST_MINOR:
+    if plane.minor < FIRST_MINOR:
         pytest.skip(
-            f"the control plane is Kubernetes 1.{minor}; the v1alpha2 Workload API is served "
-            f"from 1.{FIRST_MINOR} (BATCHSCHED_K8S_VERSION=v1.36.3)"
+            f"the control plane is Kubernetes {plane.version}; the v1alpha2 Workload API is "
+            f"served from 1.{FIRST_MINOR} on (BATCHSCHED_K8S_VERSION=v1.36.3)"
         )
 
 

@@ -94,7 +94,7 @@ async def dra_cluster(
 
 @pytest.mark.parametrize("release", get_args(DriverRelease))
 async def test_the_api_server_stores_the_driver_objects_as_published(
-    api: client.ApiClient, release: DriverRelease
+    api: client.ApiClient, control_plane: ControlPlane, release: DriverRelease
 ) -> None:
     await delete_dra_objects(api)
     try:
@@ -105,7 +105,11 @@ async def test_the_api_server_stores_the_driver_objects_as_published(
     finally:
         await delete_dra_objects(api)
     # DRAExtendedResource is alpha and off in 1.34: the field is dropped, the selector kept.
-    assert stored_class["spec"] == {"selectors": gpu_device_class()["spec"]["selectors"]}
+    # Beta and on from 1.36: the class is stored as sent.
+    sent_class = gpu_device_class()["spec"]
+    if control_plane.minor < 36:
+        sent_class = {"selectors": sent_class["selectors"]}
+    assert stored_class["spec"] == sent_class
     assert [s["spec"] for s in stored] == [s["spec"] for s in sent]
     assert [s["metadata"]["name"] for s in stored] == [s["metadata"]["name"] for s in sent]
     topology = parse_nrt(nrt).topology
