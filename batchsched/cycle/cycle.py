@@ -6,7 +6,8 @@ Steps:
   3. placement: a lone pod through its profile (PreFilter .. Permit), a gang through the gang
      core on a trial, with other gangs' reservations offered up (the no-deadlock rule); a gang
      asking for a topology domain is tried on candidate domains first and placed in the best
-     (cycle/domains.py), or rejected UNRESOLVABLE when its required level has none;
+     (cycle/domains.py), or rejected UNSCHEDULABLE when its required level has none (the
+     preemption planner then looks for victims inside one domain of it);
   4. what was placed is asked again: quota once the nodes are known, then the backfill
      reservations it might delay; a "no" undoes the placement (Reject QUOTA_PLACED/BACKFILL);
   5. Bind, Wait (a gang short of its members) or Reject UNSCHEDULABLE (preemption may help),
@@ -27,7 +28,8 @@ from batchsched.cycle.policies import Handle, Placed
 from batchsched.cycle.workload import Workload
 from batchsched.framework.runner import ProfileRunner, Within
 from batchsched.framework.status import Code
-from batchsched.gang.core import Outcome, Reservation, schedule_gang
+from batchsched.gang.core import GangDecision, Outcome, Reservation, schedule_gang
+from batchsched.snapshot import Trial
 
 
 def schedule_workload(handle: Handle, workload: Workload) -> Decision:
@@ -66,12 +68,14 @@ def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
     runner = handle.runner_for(workload.pods[0])
     domain = choose_domain(handle, workload, runner)
     if isinstance(domain, DomainRefusal):
-        # Not UNSCHEDULABLE: preemption does not know domains yet, and evicting pods anywhere
-        # in the cluster would not make one domain fit.
-        why = Why.INCOMPLETE if _short_of_members(workload) else Why.UNRESOLVABLE
+        # UNSCHEDULABLE: preemption may help, planning victims inside one domain of the
+        # level only (preemption/domains.py).
+        why = Why.INCOMPLETE if _short_of_members(workload) else Why.UNSCHEDULABLE
         return Reject(why, domain.message, domain.results)
     if domain is None:
         return _place_gang(handle, workload, runner, None)
+    if domain.kept is not None:  # the chosen domain's trial is the placement
+        return _settle(handle, workload, domain.kept.trial, domain.kept.decision)
     runner.rewind(domain.mark)  # the chosen domain's trial, repeated for real
     return _place_gang(handle, workload, runner, domain.within)
 
@@ -79,16 +83,20 @@ def _schedule_gang(handle: Handle, workload: Workload) -> Decision:
 def _place_gang(
     handle: Handle, workload: Workload, runner: ProfileRunner, within: Within | None
 ) -> Decision:
-    snapshot = handle.snapshot
-    trial = snapshot.begin_trial()
+    trial = handle.snapshot.begin_trial()
     decision = schedule_gang(
         workload.gang_request(),
-        snapshot,
+        handle.snapshot,
         runner,
         waiting=handle.waiting(),
         hold_incomplete=workload.hold,
         within=within,
     )
+    return _settle(handle, workload, trial, decision)
+
+
+def _settle(handle: Handle, workload: Workload, trial: Trial, decision: GangDecision) -> Decision:
+    """A gang placement on its open trial, asked again (quota, backfill) and kept or undone."""
     placed = [(r.pod, r.node) for r in decision.placed]
     starting = _starting(handle, placed)
     held = _held(handle, workload, placed, starting)

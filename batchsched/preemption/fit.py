@@ -17,7 +17,7 @@ from typing import Final
 from batchsched.framework.cycle_state import CycleState
 from batchsched.framework.interfaces import PreFilterResult
 from batchsched.framework.profile import Profile
-from batchsched.framework.runner import ProfileRunner
+from batchsched.framework.runner import ProfileRunner, Within
 from batchsched.framework.status import Code, Status, is_ok
 from batchsched.gang.core import GangDecision, GangRequest, schedule_gang
 from batchsched.gang.podgroup import PodGroupView
@@ -116,13 +116,16 @@ def place_gang(
     pending: tuple[PodView, ...],
     bound: int,
     snapshot: Snapshot,
+    within: Within | None = None,
 ) -> GangDecision:
-    """The gang cycle as the scheduler runs it, holding nothing for an incomplete gang.
+    """The gang cycle as the scheduler runs it, holding nothing for an incomplete gang;
+    `within`: only on these nodes (the topology domain it must stay in).
 
     BIND (minMember reached) or WAIT (every member that exists fits) count as fitting.
     The caller's trial rolls back whatever it placed."""
     request = GangRequest(group, pending, bound=bound)
-    return schedule_gang(request, snapshot, ProfileRunner(profile), hold_incomplete=False)
+    runner = ProfileRunner(profile)
+    return schedule_gang(request, snapshot, runner, hold_incomplete=False, within=within)
 
 
 def why_not(profile: Profile, pod: PodView, snapshot: Snapshot) -> str:

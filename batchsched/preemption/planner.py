@@ -19,7 +19,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 
 from batchsched.framework.profile import Profile
-from batchsched.framework.runner import ProfileRunner
+from batchsched.framework.runner import ProfileRunner, Within
 from batchsched.gang.core import GangDecision, Outcome
 from batchsched.model.resources import NVIDIA_GPU, PODS
 from batchsched.preemption.cost import (
@@ -32,6 +32,7 @@ from batchsched.preemption.cost import (
     plan_cost,
     shortfall,
 )
+from batchsched.preemption.domains import domain_scopes, required_level
 from batchsched.preemption.fit import (
     PodDryRun,
     dry_run_profile,
@@ -144,11 +145,47 @@ def _plan_gang(
 ) -> PreemptionPlan | NoPlan:
     group = request.group
     assert group is not None
+    level = required_level(profile, group)
+    if level is None:
+        return _search_gang(request, candidates, candidates.units, snapshot, profile, None)
+    need = demand(request.preemptor)
+    scopes = domain_scopes(level, snapshot, candidates.units, need)
+    if not scopes:
+        return NoPlan(
+            f"preemption cannot help: no {level} domain holds {request.who} even with every "
+            f"{_kind(request)} pod inside it evicted"
+        )
+    best: PreemptionPlan | None = None
+    refusal = NoPlan("")
+    for scope in scopes:
+        within = Within(scope.nodes, scope.reason)
+        planned = _search_gang(request, candidates, scope.units, snapshot, profile, within)
+        if isinstance(planned, NoPlan):
+            if planned.reason.startswith("preemption is not needed"):
+                return planned
+            refusal = planned
+        elif best is None or planned.cost < best.cost:
+            best = planned
+    return best if best is not None else refusal
+
+
+def _search_gang(
+    request: PreemptionRequest,
+    candidates: Candidates,
+    units: Sequence[Unit],
+    snapshot: Snapshot,
+    profile: Profile,
+    within: Within | None,
+) -> PreemptionPlan | NoPlan:
+    """The cheapest set of `units` whose eviction lets the gang fit (only on `within`'s
+    nodes, where given), judged by the gang cycle itself."""
+    group = request.group
+    assert group is not None
     pending = request.preemptor
 
     def attempt(chosen: Sequence[Unit]) -> GangDecision:
         with evicted(snapshot, chosen):
-            return place_gang(profile, group, pending, request.bound_members, snapshot)
+            return place_gang(profile, group, pending, request.bound_members, snapshot, within)
 
     def placed(chosen: Sequence[Unit]) -> dict[str, str] | None:
         decision = attempt(chosen)
@@ -161,7 +198,6 @@ def _plan_gang(
     short = {name: amount - free[name] for name, amount in need.items() if amount > free[name]}
     if not short and placed(()) is not None:
         return NoPlan(f"preemption is not needed: {request.who} fits as it is")
-    units = candidates.units
     decision = attempt(units)
     if decision.outcome is Outcome.REJECT:
         return NoPlan(

@@ -132,7 +132,7 @@ def test_capacity_spread_over_racks_is_refused_with_the_closest_rack_named() -> 
     snap = snapshot_of(racks(4, 4, 4, 4), [full(f"r{r}n{n}") for r in range(4) for n in (0, 1)])
     decision = schedule(snap, gang("train", 3, REQUIRED_RACK))
     assert decision == Reject(
-        Why.UNRESOLVABLE,
+        Why.UNSCHEDULABLE,
         "gang ml/train requires one topology.batchsched.io/rack domain: "
         "0 of 4 racks fit its 3 pods (best: r0, 2 of 3)",
         {},
@@ -145,7 +145,7 @@ def test_a_rack_whose_capacity_fits_but_whose_filters_do_not_is_refused_by_its_t
     snap = snapshot_of(racks(2, 2))
     pods = gang_pods("p", 3, gpus=1, host_port=8080)
     decision = schedule(snap, gang("p", 3, REQUIRED_RACK, pods=pods))
-    assert isinstance(decision, Reject) and decision.why is Why.UNRESOLVABLE
+    assert isinstance(decision, Reject) and decision.why is Why.UNSCHEDULABLE
     assert decision.message == (
         "gang ml/p requires one topology.batchsched.io/rack domain: "
         "0 of 2 racks fit its 3 pods (best: r0, 2 of 3)"
@@ -191,16 +191,19 @@ def test_best_fit_keeps_the_big_rack_whole_for_a_later_big_gang() -> None:
     assert isinstance(big, Bind) and domains_used(snap, big.placed) == {"r0"}
 
 
-def test_the_real_placement_repeats_the_chosen_trial() -> None:
-    snap = snapshot_of(racks(4, 4, 4), [full("r1n0", 4)])
-    workload = gang("train", 6, REQUIRED_RACK, gpus=4)
+def test_an_elastic_gang_goes_where_most_members_fit_placed_again_as_its_trial_was() -> None:
+    # minMember 2 of 4: r1 fits the quorum tightest (2 members), r0 takes 3, r2 2; no rack
+    # takes all 4, so all three are tried and r0, not the last tried, is placed again.
+    snap = snapshot_of(racks(3, 2, 8), [full(f"r2n{i}", 4) for i in range(2, 8)])
+    workload = gang("e", 4, REQUIRED_RACK, min_member=2)
     runner = profile()
     before = runner.mark()
     choice = choose_domain(SnapshotHandle(snap, runner), workload, runner)
-    assert isinstance(choice, DomainChoice) and len(choice.trial) == 6
+    assert isinstance(choice, DomainChoice) and choice.kept is None and choice.tried == 3
     runner.rewind(before)
     decision = schedule(snap, workload, runner)
-    assert isinstance(decision, Bind)
+    assert isinstance(decision, Bind) and len(decision.unplaced) == 1
+    assert domains_used(snap, decision.placed) == {"r0"}
     assert tuple((r.pod.uid, r.node) for r in decision.placed) == choice.trial
 
 
@@ -304,11 +307,20 @@ def test_a_cluster_of_500_racks_tries_at_most_k_domains() -> None:
         assert "0 of 500 racks fit its 3 pods" in refusal.message
 
 
-def test_the_first_domain_that_takes_every_member_ends_the_search() -> None:
+def test_the_first_domain_that_takes_every_member_ends_the_search_its_trial_kept() -> None:
     snap = snapshot_of(racks(*[4] * 20))
+    workload = gang("t", 4, REQUIRED_RACK)
     runner = profile()
-    choice = choose_domain(SnapshotHandle(snap, runner), gang("t", 4, REQUIRED_RACK), runner)
-    assert isinstance(choice, DomainChoice) and choice.tried == 1
+    before = runner.mark()
+    choice = choose_domain(SnapshotHandle(snap, runner), workload, runner)
+    assert isinstance(choice, DomainChoice) and choice.tried == 1 and choice.kept is not None
+    assert used_gpus(snap) == 32  # the kept trial holds the placement, still open
+    choice.kept.trial.discard()
+    assert used_gpus(snap) == 0
+    runner.rewind(before)
+    decision = schedule(snap, workload, runner)
+    assert isinstance(decision, Bind) and used_gpus(snap) == 32
+    assert tuple((r.pod.uid, r.node) for r in decision.placed) == choice.trial
 
 
 # Without topology, or without the plugin
