@@ -9,7 +9,8 @@ where one succeeds wins: the most members placed (elastic surplus), then the lea
 capacity left in the domain, then the candidate order. The first candidate that takes every
 member ends the search: those after it fit less tightly. The cycle then places the gang for
 real in that domain, with the runner rewound to where the winning trial started, so the real
-placement repeats the trial's.
+placement repeats the trial's; where the winning trial was the last (it took every member, so
+the search stopped there), it is kept open and is the placement itself.
 
 Members already reserved or bound fix the domain: the gang stays where its first members are.
 A required level where no domain takes the gang is a refusal with a plain reason; a preferred
@@ -19,6 +20,7 @@ without it, topology requests are ignored (logged once per profile).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Final
@@ -26,7 +28,7 @@ from typing import Final
 from batchsched.cycle.policies import Handle
 from batchsched.cycle.workload import Workload
 from batchsched.framework.runner import ProfileRunner, RunnerMark, ScheduleResult, Within
-from batchsched.gang.core import Outcome, eligible_nodes, schedule_gang
+from batchsched.gang.core import GangDecision, Outcome, eligible_nodes, schedule_gang
 from batchsched.gang.domains import (
     DomainFit,
     GangDemand,
@@ -40,7 +42,7 @@ from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.gang.topology import TopologyRequest
 from batchsched.node_info import NodeInfo
 from batchsched.plugins.topology_domains import TopologyDomains
-from batchsched.snapshot import Snapshot
+from batchsched.snapshot import Snapshot, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +51,24 @@ _IGNORING: Final[set[str]] = set()
 
 
 @dataclass(frozen=True, slots=True)
+class Kept:
+    """The chosen domain's trial, still open: the placement itself, to commit or discard."""
+
+    trial: Trial
+    decision: GangDecision
+
+
+@dataclass(frozen=True, slots=True)
 class DomainChoice:
     """Where the gang is placed for real: `within` (None: anywhere), with the runner rewound
-    to `mark` first; `tried` trial placements were made to choose."""
+    to `mark` first; or, where the chosen domain's trial was the last one made, that trial
+    itself (`kept`), nothing to place again. `tried` trial placements were made to choose."""
 
     within: Within | None
     mark: RunnerMark
     tried: int
     trial: tuple[tuple[str, str], ...] = ()  # (pod uid, node) the chosen domain's trial placed
+    kept: Kept | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +89,7 @@ class _Tried:
     leftover: int  # free dominant resource left in the domain after the placement
     mark: RunnerMark
     results: dict[str, ScheduleResult]
+    kept: Kept | None = None  # the trial left open: it took every member (see _attempts)
 
     @property
     def score(self) -> tuple[int, int, int]:
@@ -138,7 +151,7 @@ def choose_domain(
         if good:
             best = min(good, key=_score)
             within = Within(best.fit.names, _outside(best.fit))
-            return DomainChoice(within, best.mark, tried, best.placements)
+            return DomainChoice(within, best.mark, tried, best.placements, best.kept)
         if request.required:
             message = _refusal(group, level, ranked, attempts, gang)
             runner.rewind(start)
@@ -148,12 +161,13 @@ def choose_domain(
 
 def _attempts(gang: _Gang, fits: list[DomainFit]) -> list[_Tried]:
     """The gang tried in each candidate domain, best fit first, until one takes every
-    member: a later candidate could only leave more free (they come best fit first)."""
+    member: a later candidate could only leave more free (they come best fit first). That
+    last trial is the choice, and is kept open rather than made again."""
     attempts: list[_Tried] = []
     for order, fit in enumerate(fits):
         tried = _try(gang, fit, order)
         attempts.append(tried)
-        if tried.fitted and tried.placed == len(gang.workload.pods):
+        if tried.kept is not None:
             break
     return attempts
 
@@ -229,10 +243,12 @@ def _candidates(gang: _Gang, level: str, limit: int) -> tuple[list[DomainFit], l
 
 
 def _try(gang: _Gang, fit: DomainFit, order: int) -> _Tried:
-    """The gang placed in one domain on a trial, measured, and taken back."""
+    """The gang placed in one domain on a trial and measured; the trial is taken back unless
+    every member was placed (then it is kept open, the choice made)."""
     snapshot, workload, runner = gang.handle.snapshot, gang.workload, gang.runner
     mark = runner.mark()
-    with snapshot.begin_trial():
+    trial = snapshot.begin_trial()
+    try:
         decision = schedule_gang(
             workload.gang_request(),
             snapshot,
@@ -241,11 +257,18 @@ def _try(gang: _Gang, fit: DomainFit, order: int) -> _Tried:
             hold_incomplete=workload.hold,
             within=Within(fit.names, _outside(fit)),
         )
-        dominant = gang.demand.dominant
-        leftover = sum(max(0, free_of(info, dominant)) for info in fit.nodes)
+    except BaseException:
+        trial.discard()
+        raise
+    dominant = gang.demand.dominant
+    leftover = sum(max(0, free_of(info, dominant)) for info in fit.nodes)
     fitted = decision.outcome is not Outcome.REJECT
     placed = sum(1 for r in decision.results.values() if r.placed)
-    return _Tried(fit, order, fitted, placed, leftover, mark, dict(decision.results))
+    tried = _Tried(fit, order, fitted, placed, leftover, mark, dict(decision.results))
+    if fitted and placed == len(workload.pods):
+        return dataclasses.replace(tried, kept=Kept(trial, decision))
+    trial.discard()
+    return tried
 
 
 def _outside(fit: DomainFit) -> str:
