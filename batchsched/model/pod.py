@@ -133,12 +133,10 @@ def _parse_pod(
     requests, non_zero, ports, images = _container_facts(spec)
     class_name = as_str(spec.get("priorityClassName"), "spec.priorityClassName")
     priority = _priority(spec, class_name, priority_classes)
+    pod_affinity, pod_anti_affinity = _pod_affinities(spec, namespace)
     affinity = as_map(spec.get("affinity"), "spec.affinity")
     gates = _scheduling_gates(spec)
-    labels = str_map(meta.get("labels"), "metadata.labels")
-    annotations = str_map(meta.get("annotations"), "metadata.annotations")
-    scheduling_group = _scheduling_group(spec)
-    check_one_gang(labels, annotations, scheduling_group)
+    labels, annotations, scheduling_group = _gang_facts(meta, spec)
     return PodView(
         namespace=namespace,
         name=name,
@@ -162,12 +160,8 @@ def _parse_pod(
         node_affinity=parse_node_affinity(
             affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity"
         ),
-        pod_affinity=parse_pod_affinity(
-            affinity.get("podAffinity"), "spec.affinity.podAffinity", namespace
-        ),
-        pod_anti_affinity=parse_pod_affinity(
-            affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity", namespace
-        ),
+        pod_affinity=pod_affinity,
+        pod_anti_affinity=pod_anti_affinity,
         tolerations=parse_tolerations(spec.get("tolerations"), "spec.tolerations"),
         spread_constraints=parse_spread_constraints(
             spec.get("topologySpreadConstraints"),
@@ -185,6 +179,28 @@ def _parse_pod(
         claim_statuses=parse_claim_statuses(status.get("resourceClaimStatuses")),
         scheduling_group=scheduling_group,
     )
+
+
+def _pod_affinities(
+    spec: Mapping[str, object], namespace: str
+) -> tuple[PodAffinity | None, PodAffinity | None]:
+    affinity = as_map(spec.get("affinity"), "spec.affinity")
+    field = "spec.affinity"
+    return (
+        parse_pod_affinity(affinity.get("podAffinity"), f"{field}.podAffinity", namespace),
+        parse_pod_affinity(affinity.get("podAntiAffinity"), f"{field}.podAntiAffinity", namespace),
+    )
+
+
+def _gang_facts(
+    meta: Mapping[str, object], spec: Mapping[str, object]
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """Labels, annotations and spec.schedulingGroup, checked to name one gang at most."""
+    labels = str_map(meta.get("labels"), "metadata.labels")
+    annotations = str_map(meta.get("annotations"), "metadata.annotations")
+    scheduling_group = _scheduling_group(spec)
+    check_one_gang(labels, annotations, scheduling_group)
+    return labels, annotations, scheduling_group
 
 
 def _scheduling_group(spec: Mapping[str, object]) -> str:
