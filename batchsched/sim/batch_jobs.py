@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batchsched.gang.podgroup import PodGroupView
+from batchsched.gang.topology import TopologyRequest
 from batchsched.model.pod import PodView
 from batchsched.model.resources import Resources
 
@@ -23,14 +24,25 @@ class BatchJob:
     priority: int = 0
     expected_runtime: float | None = -1.0  # -1: the real runtime; None: unknown
     job_class: str = ""
+    topology: TopologyRequest | None = None  # all members in one network domain
 
     @property
     def expected(self) -> float | None:
         return self.runtime if self.expected_runtime == -1.0 else self.expected_runtime
 
     def pod_group(self) -> PodGroupView:
-        """The PodGroup the gang core reads: every member needed at once, no minimum resources."""
+        """The PodGroup the gang core reads: every member needed at once, no minimum resources,
+        the job's topology request."""
         parts = self.key.split("/")
         return PodGroupView(
-            parts[0], parts[1], self.key, len(self.members), Resources(), None, self.arrival, {}, {}
+            parts[0],
+            parts[1],
+            self.key,
+            len(self.members),
+            Resources(),
+            None,
+            self.arrival,
+            {},
+            {},
+            topology=self.topology,
         )

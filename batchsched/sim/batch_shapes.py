@@ -94,6 +94,7 @@ def shape_of(job: BatchJob) -> tuple[object, ...]:
         first.node_affinity,
         tuple(first.tolerations),
         tuple(sorted(first.annotations.items())),
+        job.topology,  # one domain of a level, or anywhere: not the same places
     )
 
 
