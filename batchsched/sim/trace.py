@@ -2,7 +2,9 @@
 
 Nodes: `sn, cpu_milli, memory_mib, gpu, model` become Nodes with allocatable cpu, memory,
 `nvidia.com/gpu` and pods, labelled `nvidia.com/gpu.product: <model>` as NVIDIA's GPU feature
-discovery would. Pods: a whole-GPU request (`gpu_milli == 1000`) becomes `nvidia.com/gpu: N`;
+discovery would; optional columns `clique, rack, block, zone` become the topology level labels
+(`nvidia.com/gpu.clique`, `topology.batchsched.io/rack`, ..., batchsched.gang.topology), an
+empty cell none. Pods: a whole-GPU request (`gpu_milli == 1000`) becomes `nvidia.com/gpu: N`;
 a share of one GPU (`gpu_milli < 1000`) becomes the `batchsched.io/gpu-milli` annotation with no
 `nvidia.com/gpu` request; `gpu_spec` ("V100M16|V100M32") becomes `batchsched.io/gpu-models`.
 Bad rows raise `TraceError` naming the file, the line and the column.
@@ -18,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Final
 
+from batchsched.gang.topology import BLOCK_LABEL, CLIQUE_LABEL, RACK_LABEL, ZONE_LABEL
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView, parse_pod
 from batchsched.model.resources import NVIDIA_GPU, Resources
@@ -49,6 +52,13 @@ TRACE_NAMESPACE: Final = "openb"
 DEFAULT_SCHEDULER_NAME: Final = "gpu-scheduler"
 
 _NODE_COLUMNS: Final = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+# Optional node columns: the node's network-topology domains, as the levels' labels.
+_TOPOLOGY_COLUMNS: Final = (
+    ("clique", CLIQUE_LABEL),
+    ("rack", RACK_LABEL),
+    ("block", BLOCK_LABEL),
+    ("zone", ZONE_LABEL),
+)
 # The multigpu* variants carry only the first five pod columns.
 _POD_COLUMNS: Final = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
@@ -143,16 +153,24 @@ def read_nodes(path: Path) -> list[NodeView]:
         name = (row.get("sn") or "").strip()
         if not name:
             raise TraceError(f"{where}: column sn: node name is empty")
-        nodes.append(
-            trace_node(
-                name,
-                _int(row, "cpu_milli", where),
-                _int(row, "memory_mib", where),
-                _int(row, "gpu", where),
-                (row.get("model") or "").strip(),
-            )
+        node = trace_node(
+            name,
+            _int(row, "cpu_milli", where),
+            _int(row, "memory_mib", where),
+            _int(row, "gpu", where),
+            (row.get("model") or "").strip(),
         )
+        nodes.append(_with_topology(node, row))
     return nodes
+
+
+def _with_topology(node: NodeView, row: Mapping[str, str]) -> NodeView:
+    labels = {
+        label: value
+        for column, label in _TOPOLOGY_COLUMNS
+        if (value := (row.get(column) or "").strip())
+    }
+    return dataclasses.replace(node, labels={**node.labels, **labels}) if labels else node
 
 
 def trace_node(name: str, cpu_milli: int, memory_mib: int, gpus: int, model: str) -> NodeView:
