@@ -1,6 +1,6 @@
 """`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
 `... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`,
-`... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`."""
+`... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`, `... bench topology`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from batchsched.bench import (
     gang_core,
     parse,
     queues_kueue,
+    topology,
     trace,
 )
 
@@ -36,6 +37,7 @@ def main() -> int:
     e2e_preemption.add_parser(commands)
     trace.add_parser(commands)
     queues_kueue.add_parser(commands)
+    topology.add_parser(commands)
     fuzz.add_parser(commands)
     chaos.add_parser(commands)
     args = parser.parse_args()
