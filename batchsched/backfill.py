@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from batchsched.model.resources import Resources
@@ -56,6 +56,8 @@ class GangDemand:
     nodes: tuple[str, ...]  # where it may run at all, in preference order
     runtime: float | None  # expected; None: unknown
     protected: bool = True  # later gangs may not delay it (the first K, and starving ones)
+    # A required topology level's domains (node names): the gang must start inside one.
+    domains: tuple[frozenset[str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +167,7 @@ class Planner:
     def reserve(self, gang: GangDemand) -> Reservation | None:
         """The gang's earliest start and nodes, held from then on; None: it fits nowhere even
         when everything that ends has ended."""
-        found = _earliest(self._timeline, gang)
+        found = _earliest_in_a_domain(self._timeline, gang)
         if found is None:
             self.never.append(gang.key)
             return None
@@ -226,6 +228,17 @@ def plan(
     for gang in gangs:
         planner.reserve(gang)
     return planner.plan()
+
+
+def _earliest_in_a_domain(timeline: _Timeline, gang: GangDemand) -> Reservation | None:
+    """The earliest start anywhere it may run, or in one of its domains when it has any."""
+    if not gang.domains:
+        return _earliest(timeline, gang)
+    found = (
+        _earliest(timeline, replace(gang, nodes=tuple(n for n in gang.nodes if n in domain)))
+        for domain in gang.domains
+    )
+    return min((r for r in found if r is not None), key=lambda r: r.start, default=None)
 
 
 def _earliest(timeline: _Timeline, gang: GangDemand) -> Reservation | None:
@@ -373,28 +386,3 @@ def _sum(members: Iterable[Vector]) -> dict[str, int]:
     for member in members:
         _apply(out, member, +1)
     return out
-
-
-class NodeVerdicts:
-    """For one pod: which nodes it must not start on now, because a reservation ahead of it
-    in line would no longer fit there (the BackfillReservations plugin asks, per node)."""
-
-    def __init__(
-        self, planner: Planner, keys: frozenset[str], requests: Vector, ends_at: float | None
-    ) -> None:
-        self._planner = planner
-        self._keys = keys
-        self._nodes = planner.nodes_of(keys)
-        self._requests = requests
-        self._ends_at = ends_at
-        self._seen: dict[str, str] = {}
-
-    def refuses(self, node: str) -> str:
-        """The reserved gang this pod would delay on `node`, or ""."""
-        if node not in self._nodes:
-            return ""
-        found = self._seen.get(node)
-        if found is None:
-            pod = Running(node, self._requests, self._ends_at)
-            found = self._seen[node] = self._planner.delays(pod, self._keys)
-        return found

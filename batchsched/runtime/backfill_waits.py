@@ -12,14 +12,16 @@ import logging
 from collections.abc import Sequence
 
 from batchsched.backfill import (
-    NodeVerdicts,
     Running,
     vector,
 )
+from batchsched.backfill_verdicts import NodeVerdicts
 from batchsched.expected_runtime import InvalidRuntime, gang_runtime, human_duration
 from batchsched.gang.core import eligible_nodes
+from batchsched.gang.domains import domains_of
 from batchsched.gang.podgroup import pod_group_of
 from batchsched.model.pod import PodView
+from batchsched.preemption.domains import required_level
 from batchsched.runtime.live import Live
 
 logger = logging.getLogger(__name__)
@@ -101,7 +103,20 @@ class BackfillWaits:
         if self.preempting(key):
             backfill.unblock(key)  # its capacity is held while the victims go: no reservation
             return
-        backfill.block(key, pods, self.runtime_of(pods[0]))
+        backfill.block(key, pods, self.runtime_of(pods[0]), self.domains_of(pods[0]))
+
+    def domains_of(self, pod: PodView) -> tuple[frozenset[str], ...]:
+        """The domains (node names) of the level the pod's gang requires, as its profile's
+        TopologyDomains resolves it: its reservation must lie inside one. Empty: anywhere."""
+        key = pod_group_of(pod)
+        group = self.live.gangs.group(key) if key is not None else None
+        if group is None:
+            return ()
+        level = required_level(self.live.runner_for(pod).profile, group)
+        if level is None:
+            return ()
+        domains = domains_of(self.live.cache.snapshot.nodes, level)
+        return tuple(frozenset(info.name for info in infos) for infos in domains.values())
 
     def preempting(self, key: str) -> bool:
         return self.live.preempting_now(key)

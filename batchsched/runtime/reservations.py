@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 from batchsched.backfill import (
     GangDemand,
-    NodeVerdicts,
     Planner,
     Reservation,
     Running,
     vector,
 )
+from batchsched.backfill_verdicts import NodeVerdicts
 from batchsched.clock import Clock
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
@@ -46,6 +46,7 @@ class _Blocked:
     priority: int
     since: float
     runtime: float | None
+    domains: tuple[frozenset[str], ...] = ()  # a required topology level's domains
 
 
 class LiveBackfill:
@@ -72,12 +73,19 @@ class LiveBackfill:
         self.limit, self.starvation_s = reservations, starvation_s
         self._planner = None
 
-    def block(self, key: str, pods: Sequence[PodView], runtime: float | None) -> None:
-        """The gang `key` found no room this cycle."""
+    def block(
+        self,
+        key: str,
+        pods: Sequence[PodView],
+        runtime: float | None,
+        domains: tuple[frozenset[str], ...] = (),
+    ) -> None:
+        """The gang `key` found no room this cycle; `domains`: it must start inside one of
+        these (its required topology level's domains)."""
         known = self._blocked.get(key)
         since = known.since if known is not None else self.clock.now()
         priority = max(p.priority for p in pods)
-        self._blocked[key] = _Blocked(key, tuple(pods), priority, since, runtime)
+        self._blocked[key] = _Blocked(key, tuple(pods), priority, since, runtime, domains)
         if known is not None and known.pods != tuple(pods):
             self._planner = None  # the gang changed: plan it again from the start
         elif known is None and self._planner is not None:
@@ -233,6 +241,7 @@ class LiveBackfill:
             eligible(blocked.pods[0]),
             blocked.runtime,
             protected,
+            blocked.domains,
         )
         planner.reserve(demand)
         self._rank[blocked.key] = (-blocked.priority, blocked.since, blocked.key)

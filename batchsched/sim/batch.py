@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from batchsched.backfill import GangDemand, NodeVerdicts, Planner, Reservation, Running, vector
+from batchsched.backfill import GangDemand, Planner, Reservation, Running, vector
+from batchsched.backfill_verdicts import NodeVerdicts
 from batchsched.cycle.cycle import schedule_workload
 from batchsched.cycle.decision import Bind, Reject, Why
 from batchsched.cycle.policies import Placed
@@ -234,8 +235,7 @@ class BatchSimulator:
         )
         if not ahead:
             return None
-        expected = job.expected
-        end = None if expected is None else now + expected
+        end = None if job.expected is None else now + job.expected
         return NodeVerdicts(planner, ahead, vector(pod.requests), end)
 
     def _place(self, job: BatchJob) -> tuple[int, float, float, str]:

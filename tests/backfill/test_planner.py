@@ -3,6 +3,8 @@ their window, and the EASY backfill check (`conflicts`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from batchsched.backfill import (
@@ -281,3 +283,23 @@ def test_vector_counts_every_requested_resource_and_a_pod_slot() -> None:
     requests = Resources(milli_cpu=1500, memory=2**30, pods=7, scalar={GPU: 2})
     assert vector(requests) == {"cpu": 1500, "memory": 2**30, GPU: 2, "pods": 1}
     assert vector(Resources(milli_cpu=4000, pods=110), pods=110) == {"cpu": 4000, "pods": 110}
+
+
+RACKS = (frozenset({"n0", "n2"}), frozenset({"n1", "n3"}))
+
+
+def test_a_gang_that_requires_one_domain_is_reserved_where_one_domain_frees_first() -> None:
+    """n0 and n1 free first (10, 20), but they are in different racks: the earliest start
+    inside one rack is 30 (n0 and n2)."""
+    running = [busy("n0", 10), busy("n1", 20), busy("n2", 30), busy("n3", 40)]
+    head = dataclasses.replace(gang("head", 2, 8, 100.0, NODES4), domains=RACKS)
+    reservation = Planner(ALLOC4, running, 0.0).reserve(head)
+    assert reservation is not None
+    assert (reservation.start, reservation.nodes) == (30.0, frozenset({"n0", "n2"}))
+
+
+def test_a_gang_too_big_for_every_domain_gets_no_reservation() -> None:
+    head = dataclasses.replace(gang("head", 3, 8, 100.0, NODES4), domains=RACKS)
+    planner = Planner(ALLOC4, [], 0.0)
+    assert planner.reserve(head) is None
+    assert planner.plan().never == ("head",)
