@@ -143,8 +143,9 @@ def choose_domain(
     gang = _gang(handle, workload, runner, group)
     start = runner.mark()
     tried = 0
+    required = levels[-1] if request.required else None
     for level in levels:
-        fits, ranked = _candidates(gang, level, plugin.max_domains_per_level)
+        fits, ranked = _candidates(gang, level, plugin.max_domains_per_level, required)
         attempts = _attempts(gang, fits)
         tried += len(attempts)
         good = [t for t in attempts if t.fitted]
@@ -152,7 +153,7 @@ def choose_domain(
             best = min(good, key=_score)
             within = Within(best.fit.names, _outside(best.fit))
             return DomainChoice(within, best.mark, tried, best.placements, best.kept)
-        if request.required:
+        if level == required:
             message = _refusal(group, level, ranked, attempts, gang)
             runner.rewind(start)
             return DomainRefusal(message, _results(attempts), tried)
@@ -227,9 +228,20 @@ def _bound_nodes(snapshot: Snapshot, workload: Workload) -> list[NodeInfo | None
     ]
 
 
-def _candidates(gang: _Gang, level: str, limit: int) -> tuple[list[DomainFit], list[DomainFit]]:
+def _candidates(
+    gang: _Gang, level: str, limit: int, required: str | None
+) -> tuple[list[DomainFit], list[DomainFit]]:
     """The domains to try at `level` (at most `limit`), and every domain ranked (for the
-    refusal's reason). With members held, only their domain is a candidate."""
+    refusal's reason). With members held, only their domain is a candidate. Below a
+    required level, only domains lying in one domain of it."""
+    fits, ranked = _ranked(gang, level, limit)
+    if required is None or level == required:
+        return fits, ranked
+    inside = [fit for fit in fits if shared_value(fit.nodes, required) is not None]
+    return inside, ranked
+
+
+def _ranked(gang: _Gang, level: str, limit: int) -> tuple[list[DomainFit], list[DomainFit]]:
     snapshot = gang.handle.snapshot
     domains = domains_of(snapshot.nodes, level)
     if gang.held:

@@ -60,15 +60,20 @@ class TopologyLevels:
             seen.add(key)
 
     def tried_for(self, request: TopologyRequest) -> tuple[str, ...]:
-        """The levels a request is tried at, in order: a required level alone; a preferred
-        one from the tightest configured level up to it (alone when it is not configured).
-        Empty when the request names a tier above every level (nothing to keep together)."""
+        """The levels a request is tried at, tightest first. Required: the configured levels
+        from the tightest up to it (a domain of a tighter one counts only when it lies in one
+        domain of the required level), alone when it is not configured. Preferred: the
+        tightest domain that takes the gang, whatever its level, so every configured level
+        (after the named one, when that is not configured). Empty when the request names a
+        tier above every level (nothing to keep together)."""
         level = request.level_in(self.keys)
         if level is None:
             return ()
-        if request.required or level not in self.keys:
-            return (level,)
-        return self.keys[: self.keys.index(level) + 1]
+        if level not in self.keys:
+            return (level,) if request.required else (level, *self.keys)
+        if request.required:
+            return self.keys[: self.keys.index(level) + 1]
+        return self.keys
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,6 +127,33 @@ def test_a_required_rack_gang_is_bound_inside_one_rack(
     assert used_gpus(snap) == 8 * (count + len(used))
 
 
+def test_a_required_rack_gang_goes_to_a_clique_inside_the_rack_when_one_takes_it() -> None:
+    """Rack r0 has cliques c0 (2 nodes, one used) and c1 (2 free nodes); rack r1 is empty.
+    The 2-node gang fits r1 as a rack and c1 as a clique: the clique wins, and it lies in
+    one rack, so the requirement holds."""
+    nodes = [
+        gpu_node("a0", "r0", "c0"),
+        gpu_node("a1", "r0", "c0"),
+        gpu_node("a2", "r0", "c1"),
+        gpu_node("a3", "r0", "c1"),
+        gpu_node("b0", "r1", "c2"),
+        gpu_node("b1", "r1", "c3"),
+        gpu_node("b2", "r1", "c4"),
+    ]
+    snap = snapshot_of(nodes, [full("a0")])
+    decision = schedule(snap, gang("train", 2, REQUIRED_RACK))
+    assert isinstance(decision, Bind)
+    assert sorted(r.node for r in decision.placed) == ["a2", "a3"]
+
+
+def test_a_clique_that_spans_two_racks_does_not_count_for_a_required_rack() -> None:
+    nodes = [gpu_node("a0", "r0", "c0"), gpu_node("b0", "r1", "c0"), gpu_node("b1", "r1", "c1")]
+    snap = snapshot_of(nodes, [])
+    decision = schedule(snap, gang("train", 2, REQUIRED_RACK))
+    assert isinstance(decision, Bind)
+    assert sorted(r.node for r in decision.placed) == ["b0", "b1"]
+
+
 def test_capacity_spread_over_racks_is_refused_with_the_closest_rack_named() -> None:
     # 4 racks of 4 nodes, 2 used in each: 8 free nodes, but no rack has the 3 the gang needs.
     snap = snapshot_of(racks(4, 4, 4, 4), [full(f"r{r}n{n}") for r in range(4) for n in (0, 1)])

@@ -67,27 +67,35 @@ def test_bad_levels_are_refused_with_a_reason(keys: tuple[str, ...], message: st
 @pytest.mark.parametrize(
     ("request_", "levels"),
     [
-        pytest.param(TopologyRequest(RACK_LABEL, True), (RACK_LABEL,), id="required: alone"),
         pytest.param(
-            TopologyRequest(CLIQUE_LABEL, False), (CLIQUE_LABEL,), id="preferred tightest: alone"
+            TopologyRequest(RACK_LABEL, True),
+            (CLIQUE_LABEL, RACK_LABEL),
+            id="required rack: a clique inside one rack first, then the rack",
         ),
         pytest.param(
-            TopologyRequest(BLOCK_LABEL, False),
-            (CLIQUE_LABEL, RACK_LABEL, BLOCK_LABEL),
-            id="preferred block: clique, then rack, then block",
+            TopologyRequest(CLIQUE_LABEL, False),
+            DEFAULT_LEVELS,
+            id="preferred clique: the tightest level that takes it, up to the widest",
+        ),
+        pytest.param(
+            TopologyRequest(BLOCK_LABEL, False), DEFAULT_LEVELS, id="preferred block: all"
         ),
         pytest.param(TopologyRequest(ZONE_LABEL, False), DEFAULT_LEVELS, id="preferred zone: all"),
         pytest.param(
             TopologyRequest("example.com/pod", False),
-            ("example.com/pod",),
-            id="preferred level not configured: tried alone",
+            ("example.com/pod", *DEFAULT_LEVELS),
+            id="preferred level not configured: tried first, then every configured one",
         ),
         pytest.param(
             TopologyRequest("example.com/pod", True),
             ("example.com/pod",),
             id="required level not configured: still honoured",
         ),
-        pytest.param(TopologyRequest("", True, tier=2), (RACK_LABEL,), id="volcano tier 2: rack"),
+        pytest.param(
+            TopologyRequest("", True, tier=2),
+            (CLIQUE_LABEL, RACK_LABEL),
+            id="volcano tier 2: up to the rack",
+        ),
         pytest.param(TopologyRequest("", True, tier=9), (), id="a tier above every level: none"),
     ],
 )
