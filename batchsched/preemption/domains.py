@@ -5,13 +5,13 @@ may only be placed inside one domain, so evicting pods elsewhere would free noth
 use. Each candidate domain is searched on its own: the candidate victims are the units with
 a pod inside it (a victim gang still goes whole, members outside the domain included, as
 every victim does), and the gang is placed only on the domain's nodes. Candidates are the domains
-whose free plus evictable capacity covers the gang, tightest fit first, at most
-`DOMAINS_PLANNED`; the cheapest plan over them wins. Purely computational.
+whose free plus evictable capacity covers the gang, tightest fit first, at most the
+TopologyDomains plugin's maxDomainsPerLevel; the cheapest plan over them wins. Purely computational.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -40,6 +40,13 @@ class DomainScope:
         return f"node(s) outside the gang's {self.level} domain {self.value}"
 
 
+def domains_planned(profile: Profile) -> int:
+    """How many domains a plan is searched in: the TopologyDomains plugin's
+    maxDomainsPerLevel, as the cycle tries."""
+    plugin = next((p for p in profile.pre_filter if isinstance(p, TopologyDomains)), None)
+    return plugin.max_domains_per_level if plugin is not None else DOMAINS_PLANNED
+
+
 def required_level(profile: Profile, group: PodGroupView) -> str | None:
     """The level the gang must stay within, as the profile's TopologyDomains resolves it;
     None when it requires none (or the plugin is off: its requests are ignored then)."""
@@ -52,8 +59,23 @@ def required_level(profile: Profile, group: PodGroupView) -> str | None:
     return request.level_in(plugin.levels.keys)
 
 
+def required_domains(
+    profile: Profile, group: PodGroupView, nodes: Iterable[NodeInfo]
+) -> tuple[frozenset[str], ...]:
+    """The node names of each domain of the level the gang requires (a backfill reservation
+    must lie in one); empty when it requires none."""
+    level = required_level(profile, group)
+    if level is None:
+        return ()
+    return tuple(frozenset(i.name for i in infos) for infos in domains_of(nodes, level).values())
+
+
 def domain_scopes(
-    level: str, snapshot: Snapshot, units: Sequence[Unit], need: Mapping[str, int]
+    level: str,
+    snapshot: Snapshot,
+    units: Sequence[Unit],
+    need: Mapping[str, int],
+    limit: int = DOMAINS_PLANNED,
 ) -> list[DomainScope]:
     """The domains of `level` whose free and evictable capacity could hold the gang, the
     tightest first (the least left over of its scarcest resource), at most DOMAINS_PLANNED."""
@@ -66,7 +88,7 @@ def domain_scopes(
             continue
         ranked.append((room, value, DomainScope(level, value, names, inside)))
     ranked.sort(key=lambda item: (item[0], item[1]))
-    return [scope for _, _, scope in ranked[:DOMAINS_PLANNED]]
+    return [scope for _, _, scope in ranked[:limit]]
 
 
 def _room(infos: Sequence[NodeInfo], units: Sequence[Unit], need: Mapping[str, int]) -> int | None:

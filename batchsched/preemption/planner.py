@@ -32,7 +32,7 @@ from batchsched.preemption.cost import (
     plan_cost,
     shortfall,
 )
-from batchsched.preemption.domains import domain_scopes, required_level
+from batchsched.preemption.domains import domain_scopes, domains_planned, required_level
 from batchsched.preemption.fit import (
     PodDryRun,
     dry_run_profile,
@@ -149,7 +149,8 @@ def _plan_gang(
     if level is None:
         return _search_gang(request, candidates, candidates.units, snapshot, profile, None)
     need = demand(request.preemptor)
-    scopes = domain_scopes(level, snapshot, candidates.units, need)
+    limit = domains_planned(profile)
+    scopes = domain_scopes(level, snapshot, candidates.units, need, limit)
     if not scopes:
         return NoPlan(
             f"preemption cannot help: no {level} domain holds {request.who} even with every "

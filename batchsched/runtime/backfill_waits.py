@@ -18,10 +18,9 @@ from batchsched.backfill import (
 from batchsched.backfill_verdicts import NodeVerdicts
 from batchsched.expected_runtime import InvalidRuntime, gang_runtime, human_duration
 from batchsched.gang.core import eligible_nodes
-from batchsched.gang.domains import domains_of
 from batchsched.gang.podgroup import pod_group_of
 from batchsched.model.pod import PodView
-from batchsched.preemption.domains import required_level
+from batchsched.preemption.domains import required_domains
 from batchsched.runtime.live import Live
 
 logger = logging.getLogger(__name__)
@@ -112,11 +111,8 @@ class BackfillWaits:
         group = self.live.gangs.group(key) if key is not None else None
         if group is None:
             return ()
-        level = required_level(self.live.runner_for(pod).profile, group)
-        if level is None:
-            return ()
-        domains = domains_of(self.live.cache.snapshot.nodes, level)
-        return tuple(frozenset(info.name for info in infos) for infos in domains.values())
+        profile = self.live.runner_for(pod).profile
+        return required_domains(profile, group, self.live.cache.snapshot.nodes)
 
     def preempting(self, key: str) -> bool:
         return self.live.preempting_now(key)

@@ -34,6 +34,7 @@ from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import eligible_nodes
 from batchsched.model.pod import PodView
 from batchsched.plugins.backfill_reservations import attach_reservation_guard
+from batchsched.preemption.domains import required_domains
 from batchsched.sim.batch_cycle import BatchHandle
 from batchsched.sim.batch_jobs import BatchJob
 from batchsched.sim.batch_shapes import NEVER, PassMemo, fair_order, shape_of
@@ -369,9 +370,7 @@ class BatchSimulator:
         self.log.ended(job, now, demand)
 
     def _gets_reservation(self, job: BatchJob, reserved: int, now: float) -> bool:
-        if reserved < self.policy.reservations:
-            return True
-        return now - job.arrival >= self.policy.starvation_s
+        return reserved < self.policy.reservations or now - job.arrival >= self.policy.starvation_s
 
     def _demand(self, job: BatchJob, protected: bool) -> GangDemand:
         nodes = self._eligible.get(job.key)
@@ -380,7 +379,8 @@ class BatchSimulator:
             nodes = tuple(i.name for i in eligible_nodes(self.runner, sample, self.snapshot))
             self._eligible[job.key] = nodes
         members = tuple(vector(p.requests) for p in job.members)
-        return GangDemand(job.key, members, nodes, job.expected, protected)
+        domains = required_domains(self.runner.profile, job.pod_group(), self.snapshot.nodes)
+        return GangDemand(job.key, members, nodes, job.expected, protected, domains)
 
     def _running_pods(self) -> list[Running]:
         if self._running_pods_now is not None:
