@@ -31,10 +31,29 @@ JOBS = "/apis/batch/v1"
 EMPTY_TIMEOUT_S = 30.0
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(pytest.mark.integration)
+    # Tests of Kubernetes 1.36's APIs are left out (not skipped) on an older control plane:
+    # scripts/test.sh runs the integration tests again on 1.36, where they run.
+    if _configured_minor() >= K8S136_MINOR:
+        return
+    older = [item for item in items if item.get_closest_marker("k8s136")]
+    if older:
+        config.hook.pytest_deselected(items=older)
+        items[:] = [item for item in items if not item.get_closest_marker("k8s136")]
+
+
+K8S136_MINOR = 36
+
+
+def _configured_minor() -> int:
+    """The minor version the control plane will run (as control_plane.py picks it)."""
+    version = os.environ.get("BATCHSCHED_K8S_VERSION") or (
+        (ROOT / "scripts" / "k8s-build" / "VERSION").read_text().strip()
+    )
+    return int(version.split(".")[1])
 
 
 @pytest.fixture(scope="session")
@@ -172,7 +191,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = [
         r for r in terminalreporter.stats.get("skipped", []) if "tests/integration/" in r.nodeid
     ]
+    deselected = [
+        r
+        for r in terminalreporter.stats.get("deselected", [])
+        if "tests/integration/" in getattr(r, "nodeid", "")
+    ]
+    left_out = f", {len(deselected)} left for the 1.36 pass" if deselected else ""
     terminalreporter.write_line(
         "integration tests against the real API server: "
-        f"{len(passed)} passed, {len(skipped)} skipped"
+        f"{len(passed)} passed, {len(skipped)} skipped{left_out}"
     )

@@ -33,6 +33,8 @@ from tests.integration.k8s136_workload import (
     workload,
 )
 
+pytestmark = pytest.mark.k8s136
+
 KUBE_SCHEDULER = "default-scheduler"
 ZONE = "topology.kubernetes.io/zone"
 

@@ -28,6 +28,8 @@ from tests.integration.k8s136_workload import (
 from tests.integration.kwok import create_kwok_nodes, kwok_node, succeeding_pod
 from tests.integration.live import running_scheduler
 
+pytestmark = pytest.mark.k8s136
+
 RACK = "topology.batchsched.io/rack"
 
 
