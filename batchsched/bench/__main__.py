@@ -1,6 +1,7 @@
 """`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
 `... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`,
-`... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`, `... bench topology`."""
+`... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`, `... bench topology`,
+`... bench topology-e2e --racks 64`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from batchsched.bench import (
     e2e,
     e2e_gang,
     e2e_preemption,
+    e2e_topology,
     fuzz,
     gang_core,
     parse,
@@ -38,6 +40,7 @@ def main() -> int:
     trace.add_parser(commands)
     queues_kueue.add_parser(commands)
     topology.add_parser(commands)
+    e2e_topology.add_parser(commands)
     fuzz.add_parser(commands)
     chaos.add_parser(commands)
     args = parser.parse_args()
