@@ -60,12 +60,12 @@ class PlacementWatch(BindWatch):
     def _seen(self, kind: str, obj: Mapping[str, object]) -> None:
         before = len(self.bound)
         super()._seen(kind, obj)
-        if len(self.bound) == before:
-            return
-        self.last_bind = time.perf_counter()
         meta, spec = obj.get("metadata"), obj.get("spec")
-        if isinstance(meta, Mapping) and isinstance(spec, Mapping):
-            self.nodes[str(meta.get("name"))] = str(spec.get("nodeName"))
+        if len(self.bound) == before or not isinstance(meta, Mapping):
+            return
+        name = str(meta.get("name"))
+        self.last_bind = self.bound[name]
+        self.nodes[name] = str(spec.get("nodeName")) if isinstance(spec, Mapping) else ""
 
     async def wait_settled(self, since: float, deadline: float, idle: float) -> bool:
         """True once every expected pod is bound; False when none was bound for `idle`
