@@ -102,7 +102,11 @@ def workload_line(args: argparse.Namespace, cluster: Cluster, workload: Sequence
 
 
 async def measure(
-    args: argparse.Namespace, nodes: Sequence[NodeView], workload: Sequence[Gang], run: UnderTest
+    args: argparse.Namespace,
+    nodes: Sequence[NodeView],
+    workload: Sequence[Gang],
+    run_dir: Path,
+    run: UnderTest,
 ) -> list[TopologyMeasurement]:
     api, scheduler = run.api, run.scheduler
     encoding = ENCODINGS[scheduler.name]
@@ -116,7 +120,9 @@ async def measure(
                 api, namespace, workload, encoding, scheduler.scheduler_name, pacing,
                 run.cpu_meter(),
             )  # fmt: skip
-            attempts = attempts_by_result(await scheduler_metrics(scheduler))
+            metrics = await scheduler_metrics(scheduler)
+            (run_dir / f"{scheduler.name}.metrics").write_text(metrics)  # for a closer look
+            attempts = attempts_by_result(metrics)
         finally:
             await clean_up(api, namespace, encoding, args.concurrency)
     outcome = judge(nodes, workload, phase.watch.observed(), DEFAULT_LEVELS)
@@ -169,7 +175,7 @@ async def bench(args: argparse.Namespace, run_dir: Path) -> Report:
         await run_bounded(len(nodes), args.concurrency, create)
 
     names = scheduler_order(SCHEDULERS, args.only, baseline_first=args.baselines_first)
-    each = functools.partial(measure, args, nodes, workload)
+    each = functools.partial(measure, args, nodes, workload, run_dir)
     machine, results = await compare(args, run_dir, names, set_up, each)
     wall = time.perf_counter() - began
     text = render(machine, results, line) + f"\nwall: {wall:.0f} s (control plane included)"

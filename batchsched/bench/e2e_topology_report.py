@@ -124,6 +124,7 @@ def _rows(r: TopologyMeasurement) -> list[tuple[str, str]]:
         ("  of which creating", f"{r.create_seconds:.2f}"),
         ("  after the last create", f"{r.seconds - r.create_seconds:.2f}"),
         ("gangs/s", f"{r.gangs_per_second:.2f}"),
+        ("pods bound / s", f"{r.bound_pods / r.seconds if r.seconds > 0 else 0.0:.1f}"),
         ("gang p50 / p99 ms", f"{r.gang_p50_ms:.0f} / {r.gang_p99_ms:.0f}"),
         ("in tightest feasible domain", _share(r.in_tightest, r.complete_gangs)),
         ("  preferred gangs", _share(r.preferred_in_tightest, r.preferred)),
