@@ -2,37 +2,29 @@
 (scheduling.volcano.sh/v1beta1, from a stand-in CRD under fixtures/) and Kueue plain-pod
 groups (labels and an annotation on the pods, no object).
 
-`running_gang_scheduler` is `live.running_scheduler` with one difference: it waits for the
-informers the test needs (the required ones, scheduler-plugins' PodGroups and, where asked,
-Volcano's), not for every informer. An informer of an API the server does not serve (the
-upstream scheduling.k8s.io/v1alpha2 PodGroup before Kubernetes 1.36) never syncs, so waiting
-for all of them times out.
+Tests run batchsched with `live.running_scheduler`, which waits for an informer of an API the
+server may not serve (Volcano's, the upstream PodGroup) only where discovery says it is.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
 from kubernetes_asyncio import client
 
-from batchsched.config import default_config
 from batchsched.kube.client import ApiError, request_json
-from batchsched.kube.podgroups import POD_GROUPS, VOLCANO_POD_GROUPS
 from batchsched.model.gang_ref import (
     KUEUE_GROUP_LABEL,
     KUEUE_TOTAL_ANNOTATION,
     VOLCANO_GROUP_ANNOTATION,
 )
-from batchsched.runtime.app import App, RunOptions
 from tests.builders import PodBuilder, make_pod
 from tests.integration.control_plane import ControlPlane
 from tests.integration.helpers import wait_for
 from tests.integration.kwok import succeeding_pod
-from tests.integration.live import events_for, scheduler_api
+from tests.integration.live import events_for
 
 NS: Final = "default"
 VOLCANO_CRD: Final = Path(__file__).parent / "fixtures" / "volcano-podgroups-crd.yaml"
@@ -56,35 +48,6 @@ async def delete_volcano_groups(api: client.ApiClient) -> None:
         return not listing.get("items")
 
     await wait_for(none_left, timeout=30, what="every Volcano PodGroup deleted")
-
-
-@contextlib.asynccontextmanager
-async def running_gang_scheduler(
-    plane: ControlPlane, options: RunOptions | None = None, volcano: bool = True
-) -> AsyncIterator[App]:
-    """batchsched with the default config and no leader election, once the informers the
-    test needs have synced (see the module docstring); `options` replace the defaults."""
-    wanted = {POD_GROUPS.path, *([VOLCANO_POD_GROUPS.path] if volcano else [])}
-    api = await scheduler_api(plane)
-    async with api:
-        app = App(
-            options or RunOptions(leader_elect=False, http_host="127.0.0.1", http_port=0),
-            default_config(),
-            api,
-        )
-        needed = [*app.required, *(i for i in app.informers if i.resource.path in wanted)]
-        task = asyncio.create_task(app.run())
-        try:
-            await wait_for(
-                lambda: all(i.synced.is_set() for i in needed) or task.done(),
-                timeout=SYNC_TIMEOUT_S,
-                what="informers synced",
-            )
-            assert not task.done(), task
-            yield app
-        finally:
-            app.stop()
-            assert await asyncio.wait_for(task, timeout=30) == 0
 
 
 # Volcano PodGroups

@@ -32,12 +32,12 @@ from tests.integration.gang_encodings import (
     phases_of,
     pod_scheduled,
     pods_named,
-    running_gang_scheduler,
     volcano_member,
     volcano_status,
 )
 from tests.integration.helpers import create_pod, wait_for
 from tests.integration.kwok import create_kwok_nodes
+from tests.integration.live import running_scheduler
 
 PLUGINS_GROUPS = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups"
 
@@ -76,7 +76,7 @@ async def test_a_volcano_group_without_pods_is_admitted_inqueue_so_its_controlle
     the one to move it."""
     api = gang_api
     await create_volcano_group(api, "vadmit", 4)
-    async with running_gang_scheduler(volcano_plane):
+    async with running_scheduler(volcano_plane):
 
         async def admitted() -> bool:
             return (await volcano_status(api, "vadmit")).get("phase") == "Inqueue"
@@ -91,7 +91,7 @@ async def test_a_volcano_gang_is_bound_whole_and_its_status_goes_running_then_co
     await create_kwok_nodes(api, 2, gpus=2, prefix="vrun")
     await create_volcano_group(api, "vrun", 3)
     members = names("vrun", 3)
-    async with running_gang_scheduler(volcano_plane):
+    async with running_scheduler(volcano_plane):
         for i in range(3):
             await create_pod(api, volcano_member("vrun", i, gpus=1, seconds=8))
 
@@ -129,7 +129,7 @@ async def test_a_volcano_gang_whose_members_arrive_over_time_binds_whole_once_th
     await create_kwok_nodes(api, 1, gpus=8, prefix="vlate")
     await create_volcano_group(api, "vlate", 3)
     members = names("vlate", 3)
-    async with running_gang_scheduler(volcano_plane) as app:
+    async with running_scheduler(volcano_plane) as app:
         await create_pod(api, volcano_member("vlate", 0))
 
         # The first cycle settled: the gang reserved its one member and said it waits.
@@ -168,7 +168,7 @@ async def test_a_volcano_gang_that_cannot_fit_binds_nothing_and_is_unschedulable
     api = gang_api
     await create_kwok_nodes(api, 2, gpus=2, prefix="vbig")
     await create_volcano_group(api, "vbig", 4)
-    async with running_gang_scheduler(volcano_plane) as app:
+    async with running_scheduler(volcano_plane) as app:
         for i in range(4):
             await create_pod(api, volcano_member("vbig", i, gpus=2))
 
@@ -202,7 +202,7 @@ async def test_a_volcano_gang_whose_quorum_never_comes_binds_nothing_and_waits_f
     api = gang_api
     await create_kwok_nodes(api, 1, gpus=8, prefix="vshort")
     await create_volcano_group(api, "vshort", 3)
-    async with running_gang_scheduler(volcano_plane) as app:
+    async with running_scheduler(volcano_plane) as app:
         for i in range(2):
             await create_pod(api, volcano_member("vshort", i))
 
@@ -227,7 +227,7 @@ async def test_a_volcano_gang_whose_quorum_never_comes_says_not_enough_tasks_in_
     api = gang_api
     await create_kwok_nodes(api, 1, gpus=8, prefix="vtasks")
     await create_volcano_group(api, "vtasks", 3)
-    async with running_gang_scheduler(volcano_plane):
+    async with running_scheduler(volcano_plane):
         for i in range(2):
             await create_pod(api, volcano_member("vtasks", i))
 
@@ -254,7 +254,7 @@ async def test_a_volcano_gang_whose_late_member_fits_only_in_its_own_reservation
     await create_kwok_nodes(api, 1, gpus=2, prefix="vgreedy")
     await create_volcano_group(api, "vgreedy", 2)
     members = names("vgreedy", 2)
-    async with running_gang_scheduler(volcano_plane) as app:
+    async with running_scheduler(volcano_plane) as app:
         await create_pod(api, volcano_member("vgreedy", 0, gpus=1))
         await wait_for(
             lambda: held(app, "volcano:default/vgreedy") == 1, timeout=30, what="1 reserved"
@@ -280,7 +280,7 @@ async def test_a_kueue_plain_pod_group_is_bound_whole(
     api = gang_api
     await create_kwok_nodes(api, 2, gpus=2, prefix="kwhole")
     members = names("kwhole", 3)
-    async with running_gang_scheduler(volcano_plane):
+    async with running_scheduler(volcano_plane):
         for i in range(3):
             await create_pod(api, kueue_member("kwhole", i, "3"))
 
@@ -297,7 +297,7 @@ async def test_a_kueue_group_short_of_its_total_count_binds_nothing(
     api = gang_api
     await create_kwok_nodes(api, 1, gpus=8, prefix="kshort")
     members = names("kshort", 2)
-    async with running_gang_scheduler(volcano_plane) as app:
+    async with running_scheduler(volcano_plane) as app:
         for i in range(2):
             await create_pod(api, kueue_member("kshort", i, "3"))
 
@@ -325,7 +325,7 @@ async def test_a_kueue_pod_with_a_total_count_that_is_no_number_is_never_bound_a
 ) -> None:
     api = gang_api
     await create_kwok_nodes(api, 1, gpus=8, prefix="kbad")
-    async with running_gang_scheduler(volcano_plane):
+    async with running_scheduler(volcano_plane):
         await create_pod(api, kueue_member("kbad", 0, "abc"))
 
         async def refused() -> bool:
@@ -364,7 +364,7 @@ async def test_a_pod_naming_a_plugins_podgroup_and_a_volcano_one_is_never_bound(
     }
     await request_json(api, "POST", PLUGINS_GROUPS, body=plugins)
     await create_volcano_group(api, "mix-b", 1)
-    async with running_gang_scheduler(volcano_plane):
+    async with running_scheduler(volcano_plane):
         pod = (
             make_pod("mixed-0")
             .gpus(1)
@@ -421,7 +421,7 @@ async def test_a_volcano_gang_in_a_queue_the_quota_file_names_counts_under_that_
     await create_kwok_nodes(api, 1, gpus=8, prefix="vquota")
     await create_volcano_group(api, "vq1", 2, queue="research")
     await create_volcano_group(api, "vq2", 1, queue="research")
-    async with running_gang_scheduler(volcano_plane, quota_options(tmp_path / "q.yaml")) as app:
+    async with running_scheduler(volcano_plane, quota_options(tmp_path / "q.yaml")) as app:
         for i in range(2):
             await create_pod(api, volcano_member("vq1", i, gpus=2))
         await wait_for(
