@@ -39,7 +39,7 @@ async def running_scheduler(
         task = asyncio.create_task(app.run())
         try:
             await wait_for(
-                lambda: all(_settled(i) for i in app.informers) or task.done(),
+                lambda: all(settled(i) for i in app.informers) or task.done(),
                 timeout=30,
                 what="informers synced",
             )
@@ -50,7 +50,7 @@ async def running_scheduler(
             assert await asyncio.wait_for(task, timeout=30) == 0
 
 
-def _settled(informer: object) -> bool:
+def settled(informer: object) -> bool:
     """Synced; for an informer of an API the server may not serve (kube/served.py), settled:
     discovery said it is not served, or it is and the informer synced."""
     if isinstance(informer, WhenServed):

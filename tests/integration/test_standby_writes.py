@@ -18,7 +18,7 @@ from batchsched.runtime.app import App, RunOptions
 from tests.integration.control_plane import ControlPlane
 from tests.integration.helpers import create_pod, wait_for
 from tests.integration.kwok import create_kwok_nodes, succeeding_pod
-from tests.integration.live import scheduler_api
+from tests.integration.live import scheduler_api, settled
 from tests.integration.test_gangs_live import create_group, group_status
 
 LABEL = "scheduling.x-k8s.io/pod-group"
@@ -90,7 +90,7 @@ async def test_the_standby_writes_nothing_while_the_leader_does_everything(
         await wait_for(lambda: a.leading(), timeout=30, what="replica-a leads")
         async with replica(kwok_plane, "replica-b", lease) as b:
             await wait_for(
-                lambda: all(i.synced.is_set() for i in b.informers), timeout=30, what="b synced"
+                lambda: all(settled(i) for i in b.informers), timeout=30, what="b synced"
             )
             # Seen by both: a malformed PodGroup (an Event on it) and a gang's whole life
             # (bindings, status from Scheduled to Finished).
