@@ -211,10 +211,13 @@ async def test_kube_scheduler_binds_a_gang_that_fits_whole(wapi: client.ApiClien
     await create_gang(wapi, "fits", 3, gpus=2)
 
     async def scheduled() -> bool:
+        # kube-scheduler sets the condition when the gang is placed; the members' bindings
+        # complete after it (asynchronously), so both are waited for.
         found = condition(await read(wapi, "podgroups", "fits"), SCHEDULED)
-        return found is not None and found["status"] == "True"
+        bound = all(p["spec"].get("nodeName") for p in await members(wapi, "fits", 3))
+        return found is not None and found["status"] == "True" and bound
 
-    await wait_for(scheduled, timeout=30, what="PodGroupScheduled=True on the PodGroup")
+    await wait_for(scheduled, timeout=30, what="PodGroupScheduled=True and every member bound")
     pods = await members(wapi, "fits", 3)
     assert all(p["spec"].get("nodeName") in ("g1", "g2") for p in pods)
     found = condition(await read(wapi, "podgroups", "fits"), SCHEDULED)
