@@ -87,6 +87,8 @@ def status_write(
 
 def _k8s(group: PodGroupView, phase: str, rejection: str, now: str) -> StatusWrite | None:
     if phase in _STARTED:
+        if group.scheduled == "True":
+            return None  # as it stands (a new leader would rewrite only the transition time)
         value, reason, message = "True", "Scheduled", f"{group.min_member} pod(s) placed together"
     elif rejection and group.scheduled != "True":
         value, reason, message = "False", "Unschedulable", rejection

@@ -70,6 +70,11 @@ def test_an_upstream_group_scheduled_once_never_goes_back_to_false() -> None:
     assert status_write(group, _status("Pending"), "no room for the new pods", NOW) is None
 
 
+def test_an_upstream_group_already_scheduled_is_not_written_again() -> None:
+    group = _group(GangApi.KUBERNETES, scheduled="True")
+    assert status_write(group, _status("Running"), "", NOW) is None
+
+
 def test_an_upstream_group_with_nothing_to_say_is_not_written() -> None:
     assert status_write(_group(GangApi.KUBERNETES), _status("Scheduling"), "", NOW) is None
 
