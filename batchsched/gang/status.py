@@ -69,29 +69,38 @@ class StatusWrite:
         return {**self.status, "conditions": timeless}
 
 
+@dataclass(frozen=True, slots=True)
+class NotStarted:
+    """Why a gang's last cycle did not start it: its message, and whether the reason is that
+    members are missing (waiting for them, or too few to try) rather than room."""
+
+    message: str
+    short_of_members: bool = False
+
+
 def status_write(
-    group: PodGroupView, status: Mapping[str, object], rejection: str, now: str
+    group: PodGroupView, status: Mapping[str, object], held: NotStarted | None, now: str
 ) -> StatusWrite | None:
-    """`status`: scheduler-plugins' terms; `rejection`: why the gang's last cycle could not
-    place it ("" when it did, or none ran); `now`: RFC 3339, for transition times. None:
-    nothing to write for this API now."""
+    """`status`: scheduler-plugins' terms; `held`: why the gang's last cycle did not start
+    it (None when it did, or none ran); `now`: RFC 3339, for transition times. None: nothing
+    to write for this API now."""
     api = group.api
     if api is GangApi.SCHEDULER_PLUGINS:
         return StatusWrite(status)
     if api is GangApi.KUBERNETES:
-        return _k8s(group, str(status.get("phase", "")), rejection, now)
+        return _k8s(group, str(status.get("phase", "")), held, now)
     if api is GangApi.VOLCANO:
-        return _volcano(status, rejection, group.min_member, now)
+        return _volcano(status, held, group.min_member, now)
     return None
 
 
-def _k8s(group: PodGroupView, phase: str, rejection: str, now: str) -> StatusWrite | None:
+def _k8s(group: PodGroupView, phase: str, held: NotStarted | None, now: str) -> StatusWrite | None:
     if phase in _STARTED:
         if group.scheduled == "True":
             return None  # as it stands (a new leader would rewrite only the transition time)
         value, reason, message = "True", "Scheduled", f"{group.min_member} pod(s) placed together"
-    elif rejection and group.scheduled != "True":
-        value, reason, message = "False", "Unschedulable", rejection
+    elif held is not None and group.scheduled != "True":
+        value, reason, message = "False", "Unschedulable", held.message
     else:
         return None
     condition = {
@@ -107,19 +116,18 @@ def _k8s(group: PodGroupView, phase: str, rejection: str, now: str) -> StatusWri
 
 
 def _volcano(
-    status: Mapping[str, object], rejection: str, min_member: int, now: str
+    status: Mapping[str, object], held: NotStarted | None, min_member: int, now: str
 ) -> StatusWrite:
     phase = str(status.get("phase", ""))
     if phase in _STARTED:
         condition = {"type": "Scheduled", "status": "True", "reason": "Scheduled"}
         condition["message"] = f"{min_member} pod(s) placed together"
-    elif rejection:
-        short = "waits for members" in rejection or "short of members" in rejection
+    elif held is not None:
         condition = {
             "type": "Unschedulable",
             "status": "True",
-            "reason": "NotEnoughTasks" if short else "NotEnoughResources",
-            "message": rejection,
+            "reason": "NotEnoughTasks" if held.short_of_members else "NotEnoughResources",
+            "message": held.message,
         }
     else:
         condition = {}

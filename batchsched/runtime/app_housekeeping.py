@@ -92,8 +92,8 @@ class Housekeeping:
             if group is not None:
                 wall = time.time()
                 status = self.gangs.status_of(key, self.cache.snapshot, wall)
-                rejection = self.gangs.rejections.get(key, "")
-                write = status_write(group, status, rejection, rfc3339(wall))
+                held = self.gangs.rejections.get(key)
+                write = status_write(group, status, held, rfc3339(wall))
                 if write is not None:
                     self.scheduler.spawn(self._write_status(key, group, write))
 

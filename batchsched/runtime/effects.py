@@ -20,6 +20,7 @@ from batchsched.cycle.decision import Bind, Decision, Reject, Wait, Why
 from batchsched.cycle.workload import Workload
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView
+from batchsched.gang.status import NotStarted
 from batchsched.model.pod import PodView
 from batchsched.runtime.backfill_waits import BackfillWaits
 from batchsched.runtime.binding import Binding
@@ -203,7 +204,8 @@ class Effects:
             gang.members.append(WaitingMember(batch[uid], decision.results[uid], reservation))
         live.observe("scheduled", runner, _since(started))
         live.gangs.dirty.add(group.key)
-        live.gangs.rejections[group.key] = decision.message  # why it has not started yet
+        # Why it has not started yet: members are missing.
+        live.gangs.rejections[group.key] = NotStarted(decision.message, short_of_members=True)
         if started_waiting:  # one Event when the wait starts, not one per arriving member
             live.record(group_ref(group), "Normal", "Waiting", "Scheduling", decision.message)
 
@@ -229,7 +231,8 @@ class Effects:
             live.queue.requeue_unschedulable(queued, cycle)
             self.binding.report_failure(queued.pod, message)
         live.gangs.dirty.add(group.key)
-        live.gangs.rejections[group.key] = message
+        short = decision.why is Why.INCOMPLETE
+        live.gangs.rejections[group.key] = NotStarted(message, short_of_members=short)
         live.record(group_ref(group), "Warning", "FailedScheduling", "Scheduling", message)
 
     # Preemption (runtime/preempting.py): PostFilter, and the end of a preemptor's hold.

@@ -27,6 +27,7 @@ from batchsched.gang.podgroup import (
     PodGroupView,
     pod_group_of,
 )
+from batchsched.gang.status import NotStarted
 from batchsched.model.errors import InvalidObject
 from batchsched.model.gang_ref import GangApi, gang_key, gang_refs
 from batchsched.model.pod import PodView
@@ -79,7 +80,7 @@ class GangTracker:
         self.final: dict[str, str] = {}  # key -> Finished or Failed, which never change back
         # key -> why its last cycle did not start it: rejected, or waiting for members
         # (upstream and Volcano status say it)
-        self.rejections: dict[str, str] = {}
+        self.rejections: dict[str, NotStarted] = {}
         self.default_timeout = default_timeout
         self._on_group_added = on_group_added
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from batchsched.gang.podgroup import PodGroupView
-from batchsched.gang.status import StatusWrite, status_write
+from batchsched.gang.status import NotStarted, StatusWrite, status_write
 from batchsched.model.gang_ref import GangApi
 from batchsched.model.resources import Resources
 
@@ -44,13 +44,13 @@ def _status(phase: str) -> dict[str, object]:
 
 
 def test_scheduler_plugins_status_is_written_as_computed() -> None:
-    write = status_write(_group(GangApi.SCHEDULER_PLUGINS), _status("Running"), "", NOW)
+    write = status_write(_group(GangApi.SCHEDULER_PLUGINS), _status("Running"), None, NOW)
     assert write == StatusWrite(_status("Running"))
 
 
 @pytest.mark.parametrize("phase", ["Scheduled", "Running", "Finished", "Failed"])
 def test_an_upstream_group_that_started_is_podgroupscheduled_true(phase: str) -> None:
-    write = status_write(_group(GangApi.KUBERNETES), _status(phase), "", NOW)
+    write = status_write(_group(GangApi.KUBERNETES), _status(phase), None, NOW)
     assert write is not None and write.merge_conditions
     condition = _only_condition(write)
     assert condition["type"] == "PodGroupScheduled"
@@ -58,7 +58,9 @@ def test_an_upstream_group_that_started_is_podgroupscheduled_true(phase: str) ->
 
 
 def test_an_upstream_group_that_cannot_be_placed_says_why() -> None:
-    write = status_write(_group(GangApi.KUBERNETES), _status("Pending"), "0/8 nodes fit", NOW)
+    write = status_write(
+        _group(GangApi.KUBERNETES), _status("Pending"), NotStarted("0/8 nodes fit"), NOW
+    )
     assert write is not None
     condition = _only_condition(write)
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
@@ -67,16 +69,18 @@ def test_an_upstream_group_that_cannot_be_placed_says_why() -> None:
 
 def test_an_upstream_group_scheduled_once_never_goes_back_to_false() -> None:
     group = _group(GangApi.KUBERNETES, scheduled="True")
-    assert status_write(group, _status("Pending"), "no room for the new pods", NOW) is None
+    assert (
+        status_write(group, _status("Pending"), NotStarted("no room for the new pods"), NOW) is None
+    )
 
 
 def test_an_upstream_group_already_scheduled_is_not_written_again() -> None:
     group = _group(GangApi.KUBERNETES, scheduled="True")
-    assert status_write(group, _status("Running"), "", NOW) is None
+    assert status_write(group, _status("Running"), None, NOW) is None
 
 
 def test_an_upstream_group_with_nothing_to_say_is_not_written() -> None:
-    assert status_write(_group(GangApi.KUBERNETES), _status("Scheduling"), "", NOW) is None
+    assert status_write(_group(GangApi.KUBERNETES), _status("Scheduling"), None, NOW) is None
 
 
 @pytest.mark.parametrize(
@@ -91,21 +95,22 @@ def test_an_upstream_group_with_nothing_to_say_is_not_written() -> None:
     ],
 )
 def test_volcano_phases(phase: str, volcano: str) -> None:
-    write = status_write(_group(GangApi.VOLCANO), _status(phase), "", NOW)
+    write = status_write(_group(GangApi.VOLCANO), _status(phase), None, NOW)
     assert write is not None and not write.merge_conditions
     assert write.status["phase"] == volcano
     assert (write.status["running"], write.status["succeeded"]) == (2, 1)
 
 
 @pytest.mark.parametrize(
-    ("message", "reason"),
+    ("held", "reason"),
     [
-        ("gang ml/g needs 4 more pod(s) placed together", "NotEnoughResources"),
-        ("gang ml/g waits for members: 2 of minMember 4 exist", "NotEnoughTasks"),
+        (NotStarted("gang ml/g needs 4 more pod(s) placed together"), "NotEnoughResources"),
+        (NotStarted("gang ml/g waits for members: 2 of 4 exist", True), "NotEnoughTasks"),
     ],
+    ids=["no room", "members missing"],
 )
-def test_a_volcano_group_that_cannot_start_is_unschedulable(message: str, reason: str) -> None:
-    write = status_write(_group(GangApi.VOLCANO), _status("Pending"), message, NOW)
+def test_a_volcano_group_that_cannot_start_is_unschedulable(held: NotStarted, reason: str) -> None:
+    write = status_write(_group(GangApi.VOLCANO), _status("Pending"), held, NOW)
     assert write is not None
     condition = _only_condition(write)
     assert (condition["type"], condition["status"], condition["reason"]) == (
@@ -116,15 +121,15 @@ def test_a_volcano_group_that_cannot_start_is_unschedulable(message: str, reason
 
 
 def test_a_kueue_group_has_no_object_to_write() -> None:
-    assert status_write(_group(GangApi.KUEUE), _status("Running"), "", NOW) is None
+    assert status_write(_group(GangApi.KUEUE), _status("Running"), None, NOW) is None
 
 
 def test_a_repeat_at_a_later_time_has_the_same_fingerprint() -> None:
     group = _group(GangApi.KUBERNETES)
-    first = status_write(group, _status("Running"), "", NOW)
-    later = status_write(group, _status("Running"), "", "2026-11-26T18:00:00Z")
+    first = status_write(group, _status("Running"), None, NOW)
+    later = status_write(group, _status("Running"), None, "2026-11-26T18:00:00Z")
     assert first is not None and later is not None
     assert first.status != later.status
     assert first.fingerprint() == later.fingerprint()
-    changed = status_write(dataclasses.replace(group), _status("Pending"), "full", NOW)
+    changed = status_write(dataclasses.replace(group), _status("Pending"), NotStarted("full"), NOW)
     assert changed is not None and changed.fingerprint() != first.fingerprint()
