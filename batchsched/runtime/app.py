@@ -131,6 +131,7 @@ class App:
             self.pod_events,
             leading=self.leading,
             synced=lambda: all(i.synced.is_set() for i in self.required),
+            flush_events=self.events.flush,
         )
 
     def _build_scheduler(
@@ -143,7 +144,7 @@ class App:
     ) -> Scheduler:
         """The quota file first: the tenant queues the scheduler is built with need it."""
         options = self.options
-        events = EventRecorder(api)
+        events = self.events = EventRecorder(api)
         self.quota_file = QuotaFile(
             api,
             clock,

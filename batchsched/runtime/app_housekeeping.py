@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.gang.status import StatusWrite, status_write
@@ -44,6 +44,7 @@ class Housekeeping:
         *,
         leading: Callable[[], bool],
         synced: Callable[[], bool],
+        flush_events: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.cache = scheduler.cache
@@ -57,6 +58,7 @@ class Housekeeping:
         self.pod_events = pod_events
         self.leading = leading  # this replica may act (it leads, or elects no leader)
         self.synced = synced  # the informers the scheduling loop waits for have synced
+        self.flush_events = flush_events  # Event series counts due (kube/events.py)
 
     async def run(self) -> None:
         last_summary = time.monotonic()
@@ -74,6 +76,8 @@ class Housekeeping:
                 self._write_group_status()
                 if self.leading():  # still, after the writes above
                     await self.quotas.publish_estimates()
+                if self.flush_events is not None and self.leading():
+                    await self.flush_events()
             self._set_gauges()
             if time.monotonic() - last_summary >= SUMMARY_INTERVAL_S:
                 last_summary = time.monotonic()

@@ -274,3 +274,45 @@ async def test_a_binding_whose_answer_is_lost_is_read_back_before_it_counts_as_f
         with pytest.raises(BindError, match="unavailable"):
             await binder.bind(pod.namespace, pod.name, pod.uid, "lost-n1")
     assert ((await read_pod(api, "lost-answer"))["spec"].get("nodeName") == "lost-n1") is applied  # type: ignore[attr-defined]
+
+
+async def test_repeats_after_the_series_began_are_written_when_the_series_is_refreshed(
+    api: client.ApiClient,
+) -> None:
+    """As client-go's events library: create, one patch that starts the series, then later
+    counts only on a refresh (or when the series finishes), never one write per repeat."""
+    pod = await pending_pod(api, "evented-5")
+    clock = FakeClock()
+    recorder = EventRecorder(api, clock=clock, hostname="test-host", refresh=60, finish=30)
+    for _ in range(5):
+        await recorder.record(pod, "Warning", "FailedScheduling", "Scheduling", "0/1 nodes")
+    (before,) = await events_about(api, pod)
+
+    nothing_due = await recorder.flush()
+    clock.advance(20)
+    await recorder.record(pod, "Warning", "FailedScheduling", "Scheduling", "0/1 nodes")
+    clock.advance(40)
+    refreshed = await recorder.flush()
+    (after,) = await events_about(api, pod)
+
+    assert before["series"]["count"] == 2  # type: ignore[index]
+    assert nothing_due == 0
+    assert refreshed == 1
+    assert after["series"]["count"] == 6  # type: ignore[index]
+
+
+async def test_a_finished_series_is_written_once_and_forgotten(api: client.ApiClient) -> None:
+    pod = await pending_pod(api, "evented-6")
+    clock = FakeClock()
+    recorder = EventRecorder(api, clock=clock, hostname="test-host", refresh=600, finish=30)
+    for _ in range(3):
+        await recorder.record(pod, "Warning", "FailedScheduling", "Scheduling", "again")
+    clock.advance(31)
+
+    assert await recorder.flush() == 1
+    (event,) = await events_about(api, pod)
+    assert event["series"]["count"] == 3  # type: ignore[index]
+    # Forgotten: the next occurrence is a new Event, and nothing is left to flush.
+    assert await recorder.flush() == 0
+    await recorder.record(pod, "Warning", "FailedScheduling", "Scheduling", "again")
+    assert len(await events_about(api, pod)) == 2
