@@ -75,12 +75,15 @@ class Binding:
         live.cache.forget(pod)
         live.queue.requeue_backoff(queued)
 
-    def report_failure(self, pod: PodView, message: str) -> None:
-        self.live.spawn(self._report_failure(pod, message))
+    def report_failure(self, pod: PodView, message: str, *, event: bool = True) -> None:
+        """The pod's PodScheduled=False condition, and its FailedScheduling Event unless
+        `event` is False (a gang's members: one Event on the gang says it for all)."""
+        self.live.spawn(self._report_failure(pod, message, event))
 
-    async def _report_failure(self, pod: PodView, message: str) -> None:
+    async def _report_failure(self, pod: PodView, message: str, event: bool) -> None:
         await self.live.status.mark_unschedulable(pod, message)
-        await self.live.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
+        if event:
+            await self.live.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
 
 
 async def _run_bind_plugins(profile: Profile, state: CycleState, pod: PodView, node: str) -> Status:

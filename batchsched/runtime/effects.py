@@ -229,7 +229,9 @@ class Effects:
             message = self.post_filter(group.key, pods, group, runner, message)
         for queued in batch.values():
             live.queue.requeue_unschedulable(queued, cycle)
-            self.binding.report_failure(queued.pod, message)
+            # Each member's condition says why; the one Event on the gang below says it
+            # for all of them (a 16-member gang retried on every cluster event made 16).
+            self.binding.report_failure(queued.pod, message, event=False)
         live.gangs.dirty.add(group.key)
         short = decision.why is Why.INCOMPLETE
         live.gangs.rejections[group.key] = NotStarted(message, short_of_members=short)

@@ -250,9 +250,13 @@ async def test_a_gang_that_would_delay_a_reservation_is_held_back_whole() -> Non
     assert queued is not None
     s.scheduler.schedule_one(queued)
     await s.scheduler.drain()
-    for i in range(2):
-        notes = s.recorder.notes(f"default/pair-{i}", "FailedScheduling")
-        assert notes and notes[0].startswith("backfill: starting now would delay pod:default/head")
+    held = "backfill: starting now would delay pod:default/head"
+    # Each member's condition says why; one Event on the PodGroup says it for the gang.
+    told = dict(s.recorder.unschedulable)
+    assert all(told[f"default/pair-{i}"].startswith(held) for i in range(2)), told
+    failed = [e for e in s.recorder.events if e[2] == "FailedScheduling"]
+    assert [e[0] for e in failed if "pair-" in e[0]] == [], failed
+    assert any("pair" in e[0] and e[3].startswith(held) for e in failed), failed
     assert s.binds.bound == [] and s.scheduler.cache.assumed_count() == 0
     info = s.scheduler.cache.snapshot.get("gpu-1")
     assert info is not None and set(info.pods) == {"uid-default-short"}

@@ -88,8 +88,9 @@ async def test_a_gang_with_a_claiming_member_waits_whole(min_member: int, member
     assert run.binds.bound == []
     assert run.counted() == 0  # nothing reserved at Permit either
     assert run.scheduler.queue.counts()["unschedulable"] == members
-    for key in ["default/g", *(f"default/g-{i}" for i in range(members))]:
-        notes = run.failures(key)
+    # The gang's Event and each member's PodScheduled=False condition say why.
+    told = dict(run.recorded.unschedulable)
+    for notes in [run.failures("default/g"), *([told[f"default/g-{i}"]] for i in range(members))]:
         assert notes and notes[-1].startswith(f"gang default/g needs {min_member} more pod(s)")
         assert notes[-1].endswith(unschedulable(claiming(make_pod("x")).view(), 2))
 
