@@ -180,7 +180,10 @@ class Identities:
 
 
 async def request_token(
-    api: client.ApiClient, account: str, bound_pod: dict[str, Any] | None = None
+    api: client.ApiClient,
+    account: str,
+    bound_pod: dict[str, Any] | None = None,
+    namespace: str = NAMESPACE,
 ) -> str:
     spec: dict[str, object] = {"expirationSeconds": 600}
     if bound_pod is not None:
@@ -192,7 +195,7 @@ async def request_token(
             "uid": meta["uid"],
         }
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
-    path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token"
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
     answer: Any = await request_json(api, "POST", path, body=body)
     return str(answer["status"]["token"])
 
