@@ -1,12 +1,12 @@
 """The chaos soak, small: 20 KWOK nodes, 40 gangs, two leader replicas, and every fault kind
 once (two leader kills), checked by the independent checker. Every gang ends, and no
-violation of the invariants that hold in every run here: no partial gang, no pod bound twice,
-no write by a standby or on an expired lease.
+invariant is broken: no node over-committed, no partial gang, no running pod deleted or
+evicted by the scheduler except as a victim it announced, no pod bound twice, no write by a
+standby or on an expired lease.
 
-Two kinds are printed, not asserted, because they still show up in some runs on this 2-core
-machine and are open defects (docs/benchmarks.md, "Chaos soak"): `running-pod-deleted` (an
-eviction under faults for which the checker sees no Preempted Event, and KWOK deleting the
-same-named successor of an evicted pod) and `over-commit` (a rare one around a leader change).
+Printed, not asserted: running pods deleted by others than the scheduler (KWOK v0.8 deletes
+by name and sometimes hits the same-named successor of a pod it was finishing; the checker
+tells those apart by the audit log's requester).
 
 It runs on a control plane of its own, not the session's `control_plane`: it kills and
 restarts kube-apiserver, compacts etcd and needs the API server started with an audit policy
@@ -28,7 +28,7 @@ from batchsched.bench.chaos_run import ChaosOptions, soak
 from batchsched.bench.e2e_cluster import BenchError
 
 # Printed in the report, not asserted: see the module docstring.
-OPEN_DEFECTS = frozenset({"running-pod-deleted", "over-commit", OTHERS_DELETED})
+NOT_OURS = frozenset({OTHERS_DELETED})
 
 SMOKE = ChaosOptions(
     nodes=20,
@@ -76,7 +76,7 @@ async def test_chaos_smoke_breaks_no_invariant(tmp_path: Path) -> None:
     result = outcome.result
     assert result.audit, "the audit log (standby writes) must be checked"
     assert result.faults == SMOKE.faults, report
-    asserted = {k: n for k, n in result.violations.items() if k not in OPEN_DEFECTS}
+    asserted = {k: n for k, n in result.violations.items() if k not in NOT_OURS}
     assert all(n == 0 for n in asserted.values()), report
     assert result.gangs_completed == result.gangs_total - result.gangs_expected_to_fail, report
     assert result.gangs_failed_as_planned == result.gangs_expected_to_fail, report
