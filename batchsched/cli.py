@@ -8,7 +8,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 from batchsched.cluster_file import ClusterFileError, load_cluster
@@ -22,8 +22,17 @@ def _example(name: str) -> Path:
     return Path(str(resources.files("batchsched") / "examples" / name))
 
 
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's, as pip recorded it)."""
+    try:
+        return metadata.version("batchsched")
+    except metadata.PackageNotFoundError:  # a source tree that was never pip-installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchsched", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     place = commands.add_parser(
         "place",

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Final
 
@@ -109,8 +110,17 @@ def _read_node(root: Path, path: Path) -> HostNuma:
     return HostNuma(numa, socket, cpus, memory_kb // 1024, dict(enumerate(distance)))
 
 
+def _package_version() -> str:
+    """The installed distribution's version: the agent ships in the batchsched package."""
+    try:
+        return metadata.version("batchsched")
+    except metadata.PackageNotFoundError:  # a source tree that was never pip-installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchsched-agent", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
     parser.add_argument(
         "--node-name",
         default=os.environ.get("NODE_NAME", ""),

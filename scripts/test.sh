@@ -6,8 +6,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 
+# Outside a virtual environment, on a Python that forbids pip installs (PEP 668: Debian's and
+# Ubuntu's system python3), everything goes into .venv here, made once; inside one, or on a
+# Python that allows it (CI's), into that Python as before.
+if "$PYTHON" - <<'PY'
+import os, sys, sysconfig
+outside_venv = sys.prefix == sys.base_prefix
+managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+sys.exit(0 if outside_venv and managed else 1)
+PY
+then
+  [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+  PYTHON="$PWD/.venv/bin/python"
+fi
+# lint-imports and the tests' subprocesses run from the same environment as pip installs into.
+PATH="$(dirname "$("$PYTHON" -c 'import sys; print(sys.executable)')"):$PATH"
+export PATH
+
 echo "== install"
-"$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# report: matplotlib, for the tests of `batchsched simulate --report` (an extra for users).
+"$PYTHON" -m pip install --quiet --disable-pip-version-check -e '.[dev,report]'
 
 echo "== ruff"
 "$PYTHON" -m ruff check .
@@ -17,6 +35,9 @@ echo "== mypy --strict"
 
 echo "== import-linter (the layers; the core does no I/O)"
 lint-imports
+
+echo "== helm (for the chart's tests; cached after the first build)"
+bash scripts/helm.sh install
 
 echo "== pytest"
 "$PYTHON" -m pytest "$@"

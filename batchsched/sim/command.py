@@ -144,9 +144,24 @@ def plan(
     return method, pods, target
 
 
+def require_report_extra(req: SimulateRequest) -> None:
+    """Refuse --report before the run, not after it, when matplotlib (the `report` extra,
+    left out of the scheduler's image) is not installed."""
+    if req.report is None:
+        return
+    try:
+        import matplotlib  # noqa: F401  (only asking whether it is there)
+    except ImportError:
+        raise InputError(
+            "--report needs matplotlib, which is not installed: "
+            "pip install 'batchsched[report]' (or pip install matplotlib)"
+        ) from None
+
+
 def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
     start = time.perf_counter()
     try:
+        require_report_extra(req)
         profile = choose_profile(req.config)
         inputs = read_inputs(req)
         method, pods, target = plan(req, inputs, profile)
