@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 MAX_REMEMBERED: Final = 10_000
+MIN_REWRITE_S: Final = 5.0  # the least time between two messages on one pod's condition
 
 
 class LatestWins(Generic[V]):
@@ -65,20 +66,59 @@ class PodStatusWriter:
     One write per pod and field is in flight at a time, and the newest wish is written last:
     two verdicts a few milliseconds apart (a template claim not made yet, then no devices)
     must not land in the wrong order and leave the older message on the pod.
+
+    A pod already marked Unschedulable gets a new message at most every `min_rewrite`
+    seconds: a gang retried on every cluster event would otherwise rewrite each member's
+    condition each time the free capacity in its message moved. A newer message asked for
+    sooner is kept and written by `flush` once the interval has passed, if the pod still
+    waits then (the caller says which pods do).
     """
 
     def __init__(
-        self, api: ApiClient, *, clock: Clock | None = None, timeout: float = 30.0
+        self,
+        api: ApiClient,
+        *,
+        clock: Clock | None = None,
+        timeout: float = 30.0,
+        min_rewrite: float = MIN_REWRITE_S,
     ) -> None:
         self._api = api
         self._clock: Clock = clock or SystemClock()
         self._timeout = timeout
+        self._min_rewrite = min_rewrite
         self._conditions: OrderedDict[str, str] = OrderedDict()
+        self._marked_at: OrderedDict[str, float] = OrderedDict()
+        self._deferred: dict[str, tuple[PodView, str]] = {}
         self._nominated: OrderedDict[str, str | None] = OrderedDict()
         self._latest: LatestWins[str | None] = LatestWins()
 
     async def mark_unschedulable(self, pod: PodView, message: str) -> None:
-        await self._latest.write(("condition", pod.uid), message, self._mark, pod)
+        uid = pod.uid
+        previous = self._conditions.get(uid)
+        if previous is not None and previous != message:
+            since = self._clock.now() - self._marked_at.get(uid, float("-inf"))
+            if since < self._min_rewrite:
+                self._deferred[uid] = (pod, message)  # `flush` writes the newest one
+                return
+        self._deferred.pop(uid, None)
+        await self._latest.write(("condition", uid), message, self._mark, pod)
+
+    async def flush(self, waiting: Callable[[str], bool]) -> int:
+        """Write the deferred messages whose interval has passed, for pods `waiting` says
+        still wait (a bound or deleted pod's is dropped). Returns how many were written."""
+        now = self._clock.now()
+        due = [
+            uid
+            for uid in self._deferred
+            if now - self._marked_at.get(uid, float("-inf")) >= self._min_rewrite
+        ]
+        written = 0
+        for uid in due:
+            pod, message = self._deferred.pop(uid)
+            if waiting(uid):
+                await self._latest.write(("condition", uid), message, self._mark, pod)
+                written += 1
+        return written
 
     async def set_nominated_node(self, pod: PodView, node_name: str | None) -> None:
         await self._latest.write(("nominated", pod.uid), node_name, self._nominate, pod)
@@ -101,6 +141,7 @@ class PodStatusWriter:
         # Strategic merge keys conditions by type: the pod's other conditions are untouched.
         if await self._patch_status(pod, {"conditions": [condition]}, "mark_unschedulable"):
             remember(self._conditions, pod.uid, message)
+            remember(self._marked_at, pod.uid, self._clock.now())
 
     async def _nominate(self, pod: PodView, node_name: str | None) -> None:
         if pod.uid in self._nominated and self._nominated[pod.uid] == node_name:
@@ -112,6 +153,8 @@ class PodStatusWriter:
     def forget(self, uid: str) -> None:
         """The pod is gone: drop what we remembered about it."""
         self._conditions.pop(uid, None)
+        self._marked_at.pop(uid, None)
+        self._deferred.pop(uid, None)
         self._nominated.pop(uid, None)
 
     async def _patch_status(self, pod: PodView, status: Mapping[str, object], what: str) -> bool:

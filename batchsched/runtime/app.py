@@ -132,6 +132,7 @@ class App:
             leading=self.leading,
             synced=lambda: all(i.synced.is_set() for i in self.required),
             flush_events=self.events.flush,
+            flush_status=pod_status.flush,
         )
 
     def _build_scheduler(

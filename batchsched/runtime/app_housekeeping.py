@@ -45,6 +45,7 @@ class Housekeeping:
         leading: Callable[[], bool],
         synced: Callable[[], bool],
         flush_events: Callable[[], Awaitable[int]] | None = None,
+        flush_status: Callable[[Callable[[str], bool]], Awaitable[int]] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.cache = scheduler.cache
@@ -59,6 +60,7 @@ class Housekeeping:
         self.leading = leading  # this replica may act (it leads, or elects no leader)
         self.synced = synced  # the informers the scheduling loop waits for have synced
         self.flush_events = flush_events  # Event series counts due (kube/events.py)
+        self.flush_status = flush_status  # conditions deferred (kube/pod_status.py)
 
     async def run(self) -> None:
         last_summary = time.monotonic()
@@ -78,12 +80,18 @@ class Housekeeping:
                     await self.quotas.publish_estimates()
                 if self.flush_events is not None and self.leading():
                     await self.flush_events()
+                if self.flush_status is not None and self.leading():
+                    await self.flush_status(self._waiting)
             self._set_gauges()
             if time.monotonic() - last_summary >= SUMMARY_INTERVAL_S:
                 last_summary = time.monotonic()
                 if self.synced():
                     self.quotas.warn_capacity()
                 self._log_summary()
+
+    def _waiting(self, uid: str) -> bool:
+        """The pod is still ours to place: queued, and neither bound nor reserved."""
+        return self.queue.holds(uid) and self.cache.snapshot.node_of(uid) is None
 
     def _write_group_status(self) -> None:
         now = self.scheduler.clock.now()

@@ -233,6 +233,10 @@ class SchedulingQueue:
     def done(self, uid: str) -> None:
         self._in_flight.pop(uid, None)
 
+    def holds(self, uid: str) -> bool:
+        """Whether the pod waits here: queued, parked, backing off or in a cycle now."""
+        return uid in self._in_flight or self._queued(uid) is not None
+
     def requeue_unschedulable(self, qp: QueuedPod, cycle: int) -> None:
         """No node fitted in `cycle`: park the pod until a cluster event may help."""
         landed = self._land(qp)

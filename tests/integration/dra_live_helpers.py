@@ -325,10 +325,22 @@ async def check_verdicts(
         if verdict(pod) != "running":
             assert not claim_devices(await claim_of(api, pod))
             await failed_scheduling(api, name, reason)
-            now = await read_pod(api, NS, name) or {}
-            assert not node_name(now)
-            condition = scheduled(now) or {}
-            assert reason in str(condition.get("message")), f"{name}: PodScheduled {condition}"
+            await wait_condition(api, name, reason)
+
+
+async def wait_condition(api: client.ApiClient, name: str, reason: str) -> None:
+    """The pod, unbound, has a PodScheduled=False condition naming `reason`. A pod whose
+    condition was written less than 5 s before gets the newer message up to about 6 s later
+    (kube/pod_status.py), so it is waited for, not read once."""
+    seen: dict[str, Any] = {}
+
+    async def named() -> bool:
+        now = await read_pod(api, NS, name) or {}
+        assert not node_name(now)
+        seen.update(scheduled(now) or {})
+        return reason in str(seen.get("message"))
+
+    await wait_for(named, timeout=30, what=f"{name}'s PodScheduled naming {reason}: {seen}")
 
 
 # Recording what happens, when

@@ -118,7 +118,7 @@ async def test_mark_unschedulable_sets_the_condition_once(api: client.ApiClient)
 
 async def test_a_new_message_keeps_the_transition_time(api: client.ApiClient) -> None:
     pod = await pending_pod(api, "unsched-2")
-    writer = PodStatusWriter(api, clock=FakeClock())
+    writer = PodStatusWriter(api, clock=FakeClock(), min_rewrite=0)
     await writer.mark_unschedulable(pod, "first reason")
     before = pod_scheduled(await read_pod(api, "unsched-2"))
 
@@ -316,3 +316,51 @@ async def test_a_finished_series_is_written_once_and_forgotten(api: client.ApiCl
     assert await recorder.flush() == 0
     await recorder.record(pod, "Warning", "FailedScheduling", "Scheduling", "again")
     assert len(await events_about(api, pod)) == 2
+
+
+def scheduled_message(pod: dict[str, object]) -> str | None:
+    status = pod.get("status")
+    assert isinstance(status, dict)
+    for condition in status.get("conditions") or []:
+        if condition["type"] == "PodScheduled":
+            return str(condition["message"])
+    return None
+
+
+async def test_a_new_message_within_the_rewrite_interval_waits_for_the_flush(
+    api: client.ApiClient,
+) -> None:
+    """A waiting gang retried on every cluster event must not rewrite each member's
+    condition each time: within `min_rewrite` of the last write, the newest message is kept
+    and written by the next flush after the interval, if the pod still waits."""
+    pod = await pending_pod(api, "rewrite-1")
+    clock = FakeClock()
+    writer = PodStatusWriter(api, clock=clock, min_rewrite=5)
+    await writer.mark_unschedulable(pod, "0/2 nodes: 2 Insufficient nvidia.com/gpu")
+    await writer.mark_unschedulable(pod, "0/2 nodes: 1 Insufficient nvidia.com/gpu")
+    await writer.mark_unschedulable(pod, "0/2 nodes: 2 Insufficient cpu")
+    kept = scheduled_message(await read_pod(api, "rewrite-1"))
+
+    too_soon = await writer.flush(lambda uid: True)
+    clock.advance(5)
+    written = await writer.flush(lambda uid: True)
+
+    assert kept == "0/2 nodes: 2 Insufficient nvidia.com/gpu"
+    assert (too_soon, written) == (0, 1)
+    assert scheduled_message(await read_pod(api, "rewrite-1")) == "0/2 nodes: 2 Insufficient cpu"
+
+
+async def test_a_deferred_message_for_a_pod_no_longer_waiting_is_dropped(
+    api: client.ApiClient,
+) -> None:
+    pod = await pending_pod(api, "rewrite-2")
+    clock = FakeClock()
+    writer = PodStatusWriter(api, clock=clock, min_rewrite=5)
+    await writer.mark_unschedulable(pod, "first")
+    await writer.mark_unschedulable(pod, "second")
+    clock.advance(5)
+
+    assert await writer.flush(lambda uid: uid != pod.uid) == 0
+    assert scheduled_message(await read_pod(api, "rewrite-2")) == "first"
+    # Nothing is left over: a later flush writes nothing either.
+    assert await writer.flush(lambda uid: True) == 0

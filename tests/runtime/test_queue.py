@@ -421,3 +421,18 @@ def test_the_schedulers_own_estimated_start_annotation_is_not_a_spec_change() ->
     assert queue.counts() == {**EMPTY, "unschedulable": 1}
     queue.update(annotated.view(), annotated.annotation("team", "x").view())
     assert queue.counts()["unschedulable"] == 0  # a user's annotation may matter: retried
+
+
+def test_the_queue_holds_a_pod_while_queued_parked_or_in_a_cycle_and_not_once_done() -> None:
+    queue, _ = new_queue()
+    pod = make_pod("held").view()
+    assert not queue.holds(pod.uid)
+    queue.add(pod)
+    active = queue.holds(pod.uid)
+    queued = pop(queue)
+    in_cycle = queue.holds(pod.uid)
+    queue.requeue_unschedulable(queued, queue.scheduling_cycle())
+    parked = queue.holds(pod.uid)
+    queue.take([pod.uid])
+    queue.done(pod.uid)
+    assert (active, in_cycle, parked, queue.holds(pod.uid)) == (True, True, True, False)
