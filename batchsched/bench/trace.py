@@ -179,7 +179,7 @@ def _num(value: float | None) -> str:
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
-        "trace", help="GPU allocation at 130 % arrived on the Alibaba GPU 2023 trace variants"
+        "trace", help="GPU allocation at 130 %% arrived on the Alibaba GPU 2023 trace variants"
     )
     parser.add_argument("--variants", help=f"comma list (default: all {len(VARIANTS)})")
     parser.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,43 (default 42-51)")
