@@ -40,14 +40,23 @@ cmd_install() {
   rm -rf "$gobin"
   mkdir -p "$gobin"
   log "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION with $("$go" version | awk '{print $3}'); log: $buildlog"
-  # The release's own go.mod (module mode, no workspace); the version stamped in like
-  # Helm's Makefile does, so `helm version` names the release rather than "v3.x-dev".
-  if ! (
-    export CGO_ENABLED=0 GOBIN="$gobin" GOFLAGS=-mod=mod GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOWORK=off
-    exec "$go" install -trimpath \
-      -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-      "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-  ) >"$buildlog" 2>&1; then
+  export CGO_ENABLED=0 GOBIN="$gobin" GOFLAGS=-mod=mod GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOWORK=off
+  # Stamped in as Helm's Makefile does: the release (else `helm version` says v3.x-dev) and the
+  # Kubernetes version `helm template` and `helm lint` assume, one minor above the client-go
+  # in the release's go.mod (else v1.20, and a chart's kubeVersion >= 1.30 fails to render).
+  local gomod client_go major minor
+  gomod="$("$go" mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  [[ -f "$gomod" ]] || die "go mod download helm.sh/helm/v3@$HELM_VERSION gave no go.mod"
+  client_go="$(awk '$1 == "k8s.io/client-go" {print $2}' "$gomod")"
+  [[ "$client_go" =~ ^v0\.([0-9]+)\. ]] || die "no k8s.io/client-go v0.Y in $gomod"
+  major=1 minor="${BASH_REMATCH[1]}"
+  local ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  local pkg
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    ldflags+=" -X $pkg.k8sVersionMajor=$major -X $pkg.k8sVersionMinor=$minor"
+  done
+  if ! "$go" install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
+    >"$buildlog" 2>&1; then
     tail -n 20 "$buildlog" >&2
     die "go install helm@$HELM_VERSION failed (log: $buildlog)"
   fi
