@@ -10,8 +10,8 @@
 
 {{/*
 Labels of every object: the component's name and part-of, as deploy/'s manifests have them,
-plus Helm's release labels (metadata only: selectors and pod templates keep deploy/'s, so a
-kubectl-applied install can be taken over by the chart).
+plus Helm's release labels (metadata only: selectors and pod templates keep deploy/'s, which
+a Deployment cannot change once created).
 */}}
 {{- define "batchsched.labels" -}}
 app.kubernetes.io/name: {{ .name }}
