@@ -334,3 +334,27 @@ def test_the_rendered_chart_applies_with_a_server_side_dry_run(
     lines = [line for line in output.splitlines() if line.strip()]
     assert all(line.endswith("serverside-applied (server dry run)") for line in lines), output
     assert len(lines) == len(rest)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("schedular.replicas=3", "additional properties 'schedular' not allowed"),
+        ("scheduler.config.leaderElection.leaderElect=false", "/scheduler/config"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("namespace.name=Batch_Sched", "/namespace/name"),
+    ],
+    ids=[
+        "a misspelt key",
+        "leaderElection in the config (the chart writes it)",
+        "an unknown pull policy",
+        "a namespace name the API server would refuse",
+    ],
+)
+def test_values_the_schema_refuses_fail_the_render_naming_the_value(
+    helm: Path, value: str, says: str
+) -> None:
+    done = run_helm(helm, "template", "batchsched", str(CHART), "--set", value)
+
+    assert done.returncode != 0
+    assert says in done.stderr
