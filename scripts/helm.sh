@@ -45,8 +45,10 @@ cmd_install() {
   # Kubernetes version `helm template` and `helm lint` assume, one minor above the client-go
   # in the release's go.mod (else v1.20, and a chart's kubeVersion >= 1.30 fails to render).
   local gomod client_go major minor
-  gomod="$("$go" mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-  [[ -f "$gomod" ]] || die "go mod download helm.sh/helm/v3@$HELM_VERSION gave no go.mod"
+  # -json reports a failure in its "Error" field, on stdout.
+  "$go" mod download -json "helm.sh/helm/v3@$HELM_VERSION" >"$buildlog" 2>&1 || true
+  gomod="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' "$buildlog")"
+  [[ -f "$gomod" ]] || die "go mod download helm.sh/helm/v3@$HELM_VERSION failed: $(grep -v '^[{}]' "$buildlog" | tail -n 3)"
   client_go="$(awk '$1 == "k8s.io/client-go" {print $2}' "$gomod")"
   [[ "$client_go" =~ ^v0\.([0-9]+)\. ]] || die "no k8s.io/client-go v0.Y in $gomod"
   major=1 minor="${BASH_REMATCH[1]}"
