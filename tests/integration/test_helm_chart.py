@@ -358,3 +358,24 @@ def test_values_the_schema_refuses_fail_the_render_naming_the_value(
 
     assert done.returncode != 0
     assert says in done.stderr
+
+
+def config_checksum(objects: list[dict[str, Any]]) -> str:
+    pod = only(objects, "Deployment", "batchsched-scheduler")["spec"]["template"]
+    value: str = pod["metadata"]["annotations"][CHECKSUM]
+    return value
+
+
+def test_a_changed_scheduler_config_rolls_the_pods_and_a_changed_quota_file_does_not(
+    helm: Path, tmp_path: Path
+) -> None:
+    quotas = tmp_path / "quotas.yaml"
+    quotas.write_text("apiVersion: batchsched.io/v1alpha1\nkind: QuotaConfig\ntenants: []\n")
+    before = config_checksum(template(helm))
+
+    config_changed = template(helm, "--set", "scheduler.config.percentageOfNodesToScore=20")
+    quotas_changed = template(helm, "--set-file", f"quotas={quotas}")
+
+    assert config_checksum(config_changed) != before
+    # The scheduler reloads its quota file without a restart.
+    assert config_checksum(quotas_changed) == before
