@@ -1,13 +1,13 @@
-"""The Helm chart (deploy/helm/batchsched) with a real `helm` (scripts/helm.sh builds it from
-the Go module proxy): it lints, renders the same objects as deploy/'s kustomizations with its
-default values (this is what keeps the two in step when deploy/ changes), its values change
-what they say, and what it renders is accepted by a real API server (server-side dry run).
+"""The Helm chart (deploy/helm/batchsched) with a real `helm` (the `helm` fixture builds it
+from the Go module proxy with scripts/helm.sh): it lints, renders the same objects as
+deploy/'s kustomizations with its default values (this is what keeps the two in step when
+deploy/ changes), its values change what they say, and what it renders is accepted by a real
+API server (server-side dry run).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tomllib
 from collections.abc import Iterator
@@ -22,8 +22,6 @@ from tests.integration.control_plane import ROOT, ControlPlane
 CHART = ROOT / "deploy" / "helm" / "batchsched"
 DEPLOY = ROOT / "deploy"
 FIXTURES = Path(__file__).parent / "fixtures"
-HELM_SCRIPT = ROOT / "scripts" / "helm.sh"
-INSTALL_TIMEOUT_S = 1800  # a first build: about 3 CPU-minutes, longer on a busy machine
 # Labels the chart adds to every object's metadata for Helm (not to selectors or pods).
 HELM_LABELS = frozenset(
     {
@@ -36,28 +34,6 @@ HELM_LABELS = frozenset(
 # A pod annotation the chart adds so that `helm upgrade` with a new config rolls the pods.
 CHECKSUM = "checksum/config"
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster scoped), name
-
-
-@pytest.fixture(scope="session")
-def helm() -> Path:
-    """The cached helm, built first where missing. In CI a helm that cannot be built fails the
-    tests; elsewhere they skip with the reason."""
-    done = subprocess.run(
-        ["bash", str(HELM_SCRIPT), "install"],
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        why = f"scripts/helm.sh install exited {done.returncode}: {done.stderr.strip()[-2000:]}"
-        if os.environ.get("CI"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
-    path = subprocess.run(
-        ["bash", str(HELM_SCRIPT), "path"], capture_output=True, text=True, check=True
-    )
-    return Path(path.stdout.strip())
 
 
 def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
