@@ -21,49 +21,77 @@ from pathlib import Path
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.bench.e2e_cluster import create_namespace, create_nodes, create_pods, delete_pods
-from batchsched.bench.e2e_procs import histogram_mean_ms
+from batchsched.bench.e2e_procs import SchedulerProcess, histogram_mean_ms
 from batchsched.bench.e2e_report import Measurement, render, to_json
 from batchsched.bench.harness import (
+    BACKLOG,
     EXIT_UNBOUND,
+    STREAM,
     Report,
     UnderTest,
     add_harness_arguments,
+    add_modes_argument,
     add_profile_argument,
     compare,
     run_bench,
     running,
     scheduler_order,
 )
-from batchsched.bench.harness_phase import Phase, scheduler_metrics, timed_phase
+from batchsched.bench.harness_phase import Phase, backlog_phase, scheduler_metrics, timed_phase
 
 SCHEDULERS = ("batchsched", "kube-scheduler")
 
 
 async def measure(args: argparse.Namespace, stamp: str, run: UnderTest) -> list[Measurement]:
+    """The scheduler in each mode of `--modes`, in turn (a fresh process for each)."""
+    return [await measure_mode(args, f"{stamp}-{mode}", run, mode) for mode in args.modes]
+
+
+async def measure_mode(
+    args: argparse.Namespace, stamp: str, run: UnderTest, mode: str
+) -> Measurement:
+    """stream: pods are created while the scheduler runs, timed from the first create;
+    backlog: all pods exist before the scheduler starts, timed from its start."""
     scheduler, api = run.scheduler, run.api
-    print(f"{scheduler.name}: scheduling {args.pods} pods ...", flush=True)
+    print(f"{scheduler.name}: scheduling {args.pods} pods ({mode}) ...", flush=True)
     namespace = f"bench-{scheduler.name}-{stamp}"
     await create_namespace(api, namespace)
+    create = functools.partial(
+        create_pods, api, namespace, scheduler.scheduler_name, args.pods, args.concurrency
+    )
     try:
-        async with running(scheduler):
-            create = functools.partial(
-                create_pods, api, namespace, scheduler.scheduler_name, args.pods, args.concurrency
+        if mode == BACKLOG:
+            meter = run.cpu_meter()  # the scheduler joins it once started
+            phase = await backlog_phase(
+                api, namespace, args.pods, create, scheduler, args.timeout, meter=meter
             )
-            meter = run.cpu_meter()
-            phase = await timed_phase(api, namespace, args.pods, create, args.timeout, meter=meter)
-            result = measurement(scheduler.name, args.pods, phase)
-            result.pod_watch_retries = scheduler.pod_watch_retries()
-            metric, selector = scheduler.algorithm_metric
-            text = await scheduler_metrics(scheduler)
-            result.algorithm_mean_ms = histogram_mean_ms(text, metric, selector)
-            return [result]
+        else:
+            async with running(scheduler):
+                phase = await timed_phase(
+                    api, namespace, args.pods, create, args.timeout, meter=run.cpu_meter()
+                )
+                # Read while it runs: backlog mode reads it below, before the stop.
+                return await _finished(scheduler, measurement(scheduler.name, args.pods, phase))
+        return await _finished(scheduler, measurement(scheduler.name, args.pods, phase, mode))
     finally:
+        await scheduler.stop()  # a no-op when stopped already
         await delete_pods(api, namespace)
 
 
-def measurement(scheduler: str, pods: int, phase: Phase) -> Measurement:
+async def _finished(scheduler: SchedulerProcess, result: Measurement) -> Measurement:
+    """The figures only the running scheduler can tell: its watch retries and its own
+    algorithm time."""
+    result.pod_watch_retries = scheduler.pod_watch_retries()
+    metric, selector = scheduler.algorithm_metric
+    text = await scheduler_metrics(scheduler)
+    result.algorithm_mean_ms = histogram_mean_ms(text, metric, selector)
+    return result
+
+
+def measurement(scheduler: str, pods: int, phase: Phase, mode: str = STREAM) -> Measurement:
     create_seconds = phase.create_seconds
     return Measurement(
+        mode=mode,
         scheduler=scheduler,
         pods=pods,
         bound=phase.bound,
@@ -101,6 +129,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--pods", type=int, default=5000, help="pods per scheduler")
+    add_modes_argument(parser)
     add_harness_arguments(parser, SCHEDULERS, "seconds from the first create until all bound")
     add_profile_argument(parser)
     parser.set_defaults(run=run)

@@ -37,17 +37,20 @@ from batchsched.bench.e2e_cluster import (
 from batchsched.bench.e2e_gang_report import GPU, GangMeasurement, render, row, to_json
 from batchsched.bench.e2e_watch import BindWatch, percentile
 from batchsched.bench.harness import (
+    BACKLOG,
     EXIT_UNBOUND,
+    STREAM,
     Report,
     UnderTest,
     add_harness_arguments,
+    add_modes_argument,
     compare,
     run_bench,
     running,
     scheduler_order,
     script_main,
 )
-from batchsched.bench.harness_phase import Phase, timed_phase
+from batchsched.bench.harness_phase import Phase, backlog_phase, timed_phase
 from batchsched.gang.podgroup import POD_GROUP_LABEL
 from batchsched.kube.client import request_json
 
@@ -145,41 +148,66 @@ def gang_latencies(watch: BindWatch) -> tuple[list[float], int, int]:
 
 
 async def measure(args: argparse.Namespace, run: UnderTest) -> list[GangMeasurement]:
-    """Every shape in turn, on one run of the scheduler."""
+    """Stream: every shape in turn on one run of the scheduler; backlog: every shape on a
+    run of its own, started once the shape's gangs exist."""
     results = []
-    async with running(run.scheduler):
-        for shape in args.shapes:
-            print(f"{run.scheduler.name}: {shape.label} gangs ...", flush=True)
-            result = await measure_shape(args, run, shape)
-            print(f"  {row(result)}", flush=True)
-            results.append(result)
+    for mode in args.modes:
+        if mode == STREAM:
+            async with running(run.scheduler):
+                for shape in args.shapes:
+                    results.append(await measure_shape(args, run, shape, STREAM))
+        else:
+            for shape in args.shapes:
+                try:
+                    results.append(await measure_shape(args, run, shape, BACKLOG))
+                finally:
+                    await run.scheduler.stop()
     return results
 
 
-async def measure_shape(args: argparse.Namespace, run: UnderTest, shape: Shape) -> GangMeasurement:
+async def measure_shape(
+    args: argparse.Namespace, run: UnderTest, shape: Shape, mode: str
+) -> GangMeasurement:
     api, scheduler = run.api, run.scheduler
-    namespace = f"gang-{scheduler.name}-{shape.label}-{time.strftime('%H%M%S')}"
+    print(f"{scheduler.name}: {shape.label} gangs ({mode}) ...", flush=True)
+    namespace = f"gang-{scheduler.name}-{shape.label}-{mode}-{time.strftime('%H%M%S')}"
     await create_namespace(api, namespace)
     try:
         create = functools.partial(
             create_gangs, api, namespace, scheduler.scheduler_name, shape, args.concurrency
         )
         pods = shape.gangs * shape.size
-        phase = await timed_phase(
-            api, namespace, pods, create, args.timeout, meter=run.cpu_meter(), count_writes=True
-        )
+        if mode == BACKLOG:
+            meter = run.cpu_meter()  # the scheduler joins it once started
+            phase = await backlog_phase(
+                api,
+                namespace,
+                pods,
+                create,
+                scheduler,
+                args.timeout,
+                meter=meter,
+                count_writes=True,
+            )
+        else:
+            phase = await timed_phase(
+                api, namespace, pods, create, args.timeout, meter=run.cpu_meter(), count_writes=True
+            )
     finally:
         await delete_pods(api, namespace)
         await request_json(api, "DELETE", f"{GROUPS_API}/namespaces/{namespace}/podgroups")
-    return measurement(scheduler.name, shape, phase)
+    result = measurement(scheduler.name, shape, phase, mode)
+    print(f"  {row(result)}", flush=True)
+    return result
 
 
-def measurement(scheduler: str, shape: Shape, phase: Phase) -> GangMeasurement:
+def measurement(scheduler: str, shape: Shape, phase: Phase, mode: str = STREAM) -> GangMeasurement:
     latencies, whole, partial = gang_latencies(phase.watch)
     seconds = phase.seconds
     return GangMeasurement(
         scheduler=scheduler,
-        shape=shape.label,
+        # A backlog row is its own shape: its ratio and write counts stand apart.
+        shape=shape.label if mode == STREAM else f"{shape.label} {mode}",
         gangs=shape.gangs,
         size=shape.size,
         bound_pods=phase.bound,
@@ -239,6 +267,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--gangs", type=int, help="one shape of this many gangs (default 1000)")
     parser.add_argument("--size", type=int, help="... of this many pods each (default 3)")
+    add_modes_argument(parser)
     add_harness_arguments(parser, SCHEDULERS, "seconds per shape until all bound")
     parser.add_argument(
         "--coscheduling-first", action="store_true", help="run the baseline first (order bias)"

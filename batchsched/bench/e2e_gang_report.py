@@ -17,7 +17,7 @@ from batchsched.bench.harness_report import (
 )
 
 GPU: Final = "nvidia.com/gpu"
-_LABEL_WIDTH: Final = 21
+_LABEL_WIDTH: Final = 29
 
 
 @dataclass
@@ -61,7 +61,7 @@ def ratios(results: list[GangMeasurement]) -> dict[str, float]:
 
 def row(r: GangMeasurement) -> str:
     return (
-        f"{r.scheduler:<13} {r.shape:>7} {f'{r.complete_gangs}/{r.gangs}':>10} "
+        f"{r.scheduler:<13} {r.shape:>15} {f'{r.complete_gangs}/{r.gangs}':>10} "
         f"{r.partial_gangs:>7} {f'{r.bound_pods}/{r.gangs * r.size}':>11} "
         f"{r.seconds:8.2f} {r.gangs_per_second:8.1f} {r.pods_per_second:8.1f} "
         f"{r.create_seconds:8.2f} {r.gang_p50_ms:8.0f} {r.gang_p99_ms:8.0f}"
@@ -80,7 +80,7 @@ def render(machine: Machine, results: list[GangMeasurement], args: argparse.Name
         f"workload: {args.nodes} nodes (64 cpu, 512Gi, 110 pods, 8 {GPU}); pods 1 {GPU}, "
         f"100m, 500Mi; {args.concurrency} creates in flight",
         "",
-        f"{'scheduler':<13} {'shape':>7} {'gangs':>10} {'partial':>7} {'pods':>11} "
+        f"{'scheduler':<13} {'shape':>15} {'gangs':>10} {'partial':>7} {'pods':>11} "
         f"{'seconds':>8} {'gangs/s':>8} {'pods/s':>8} {'create s':>8} {'p50 ms':>8} "
         f"{'p99 ms':>8}",
         *(row(r) for r in results),

@@ -73,16 +73,20 @@ class Batchsched:
         self._argv = [sys.executable, *profiler, *run]
         self._proc: subprocess.Popen[bytes] | None = None
         self._port = 0
+        self._log_from = 0  # where this run's part of the log starts
 
     async def start(self) -> None:
-        with self.log_path.open("wb") as log:
+        """Start a process (again, after `stop`: the log goes on, each run's part read apart)."""
+        self._port = 0
+        self._log_from = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 self._argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self._port:
             self._check_alive(deadline)
-            found = _PORT_LINE.search(self.log_path.read_bytes())
+            found = _PORT_LINE.search(self.log_path.read_bytes()[self._log_from :])
             self._port = int(found.group(1)) if found else 0
             await asyncio.sleep(_POLL_S)
         await wait_ready(f"http://127.0.0.1:{self._port}/readyz", None, deadline, self._check_alive)
@@ -105,7 +109,8 @@ class Batchsched:
     def pod_watch_retries(self) -> int | None:
         """How often its Pod informer waited before watching again (its log says so): while
         it waits it sees no new pod, which shows as latency."""
-        return self.log_path.read_text(errors="replace").count(_POD_WATCH_RETRY)
+        this_run = self.log_path.read_bytes()[self._log_from :]
+        return this_run.decode(errors="replace").count(_POD_WATCH_RETRY)
 
     async def metrics(self) -> str:
         return await http_get(f"http://127.0.0.1:{self._port}/metrics", None)
@@ -281,6 +286,13 @@ class CpuMeter:
 
     def start(self) -> None:
         self._start = self._sample()
+
+    def add_from_birth(self, name: str, pid: int | None) -> None:
+        """Meter a process started after `start`, from its first instruction (a scheduler
+        started on a backlog: its start-up is part of what is timed)."""
+        if pid is not None:
+            self._pids[name] = pid
+            self._start[name] = 0.0
 
     def stop(self) -> dict[str, float]:
         end = self._sample()

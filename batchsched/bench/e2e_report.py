@@ -25,6 +25,9 @@ class Measurement:
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # by process, in the run
     bench_watch_reconnects: int = 0  # the bench's own watch was cut: its times lag
     pod_watch_retries: int | None = None  # the scheduler's Pod watch waited to resume
+    # stream: created while the scheduler ran, timed from the first create; backlog: all
+    # created first, timed from the scheduler's start (create_seconds: its start-up)
+    mode: str = "stream"
 
     @property
     def scheduler_cpu_ms_per_pod(self) -> float | None:
@@ -32,9 +35,18 @@ class Measurement:
         return used / self.bound * 1e3 if used is not None and self.bound else None
 
 
-def ratio(results: list[Measurement]) -> float | None:
-    """batchsched's pods/s over kube-scheduler's, when both ran."""
-    return harness_report.ratio({r.scheduler: r.pods_per_second for r in results}, "kube-scheduler")
+def ratio(results: list[Measurement], mode: str = "stream") -> float | None:
+    """batchsched's pods/s over kube-scheduler's in `mode`, when both ran in it."""
+    pods_per_second = {r.scheduler: r.pods_per_second for r in results if r.mode == mode}
+    return harness_report.ratio(pods_per_second, "kube-scheduler")
+
+
+def _run(r: Measurement) -> str:
+    return f"{r.scheduler} {r.mode}"
+
+
+def _modes(results: list[Measurement]) -> list[str]:
+    return list(dict.fromkeys(r.mode for r in results))
 
 
 def render(
@@ -48,24 +60,25 @@ def render(
         *_throughput_table(results),
         "",
         f"CPU seconds used during each run ({machine.cpus} cpus: at most {machine.cpus} per s):",
-        *cpu_table(((r.scheduler, r.cpu_seconds, r.scheduler_cpu_ms_per_pod) for r in results), 15),
+        *cpu_table(((_run(r), r.cpu_seconds, r.scheduler_cpu_ms_per_pod) for r in results), 22),
         *_notes(results),
     ]
-    value = ratio(results)
-    if value is not None:
-        lines += ["", f"ratio batchsched / kube-scheduler (pods/s): {value:.2f}x"]
+    for mode in _modes(results):
+        value = ratio(results, mode)
+        if value is not None:
+            lines += ["", f"ratio batchsched / kube-scheduler (pods/s, {mode}): {value:.2f}x"]
     return "\n".join(lines)
 
 
 def _throughput_table(results: list[Measurement]) -> list[str]:
     lines = [
-        f"{'scheduler':<15} {'bound':>11} {'seconds':>8} {'pods/s':>8} {'created/s':>10} "
-        f"{'p50 ms':>8} {'p99 ms':>8} {'algorithm ms':>13}"
+        f"{'scheduler':<15} {'mode':<8} {'bound':>11} {'seconds':>8} {'pods/s':>8} "
+        f"{'created/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'algorithm ms':>13}"
     ]
     for r in results:
         algorithm = cell(r.algorithm_mean_ms, ".2f")
         lines.append(
-            f"{r.scheduler:<15} {f'{r.bound}/{r.pods}':>11} {r.seconds:8.2f} "
+            f"{r.scheduler:<15} {r.mode:<8} {f'{r.bound}/{r.pods}':>11} {r.seconds:8.2f} "
             f"{r.pods_per_second:8.1f} {r.creates_per_second:10.1f} {r.latency_p50_ms:8.0f} "
             f"{r.latency_p99_ms:8.0f} {algorithm:>13}"
         )
@@ -96,4 +109,5 @@ def to_json(
             {**asdict(r), "scheduler_cpu_ms_per_pod": r.scheduler_cpu_ms_per_pod} for r in results
         ],
         "ratio_pods_per_second": ratio(results),
+        "ratio_pods_per_second_by_mode": {m: ratio(results, m) for m in _modes(results)},
     }

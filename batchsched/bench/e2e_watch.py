@@ -95,9 +95,14 @@ class ResumedWatch:
 class BindWatch(ResumedWatch):
     """The pods of a namespace: `wait_all_bound()` after creating them."""
 
-    def __init__(self, api: ApiClient, namespace: str, expected: int) -> None:
+    def __init__(
+        self, api: ApiClient, namespace: str, expected: int, *, count_listed: bool = False
+    ) -> None:
+        """`count_listed`: the pods already there when the watch starts count too (a backlog
+        created before any scheduler ran), as appearing when they were listed."""
         super().__init__(api, f"/api/v1/namespaces/{namespace}/pods")
         self.expected = expected
+        self.count_listed = count_listed
         self.appeared: dict[str, float] = {}
         self.bound: dict[str, float] = {}
         self._all_bound = asyncio.Event()
@@ -109,6 +114,12 @@ class BindWatch(ResumedWatch):
         except TimeoutError:
             return False
         return True
+
+    def _listed(self, listing: Mapping[str, object]) -> None:
+        items = listing.get("items") if self.count_listed else None
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, Mapping):
+                self._seen("ADDED", item)
 
     def _seen(self, kind: str, obj: Mapping[str, object]) -> None:
         if kind == "DELETED":

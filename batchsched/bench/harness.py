@@ -135,6 +135,30 @@ async def running(scheduler: SchedulerProcess) -> AsyncIterator[SchedulerProcess
         await scheduler.stop()
 
 
+STREAM: Final = "stream"  # pods created while the scheduler runs, timed from the first create
+BACKLOG: Final = "backlog"  # every pod created first, timed from the scheduler's start
+
+
+def parse_modes(text: str) -> list[str]:
+    """`--modes stream,backlog`: the modes to measure each scheduler in, in this order."""
+    modes = [m for m in text.split(",") if m]
+    unknown = sorted(set(modes) - {STREAM, BACKLOG})
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(f"modes are {STREAM} and {BACKLOG}, not {text!r}")
+    return modes
+
+
+def add_modes_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--modes",
+        type=parse_modes,
+        default=[STREAM],
+        help="stream (pods created while the scheduler runs: measures creation too), backlog "
+        "(every pod first, then the scheduler starts: measures the scheduler), or both: "
+        "stream,backlog",
+    )
+
+
 def add_harness_arguments(
     parser: argparse.ArgumentParser, schedulers: Sequence[str], timeout_help: str
 ) -> None:

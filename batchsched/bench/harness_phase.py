@@ -73,6 +73,46 @@ async def timed_phase(
     """Watch `namespace`, run `create`, and wait up to `timeout` from the first create for
     `expected` pods bound there; `meter` and the write counts cover create + binding."""
     watch = BindWatch(api, namespace, expected)
+    return await _measured(api, watch, create, timeout, meter, count_writes)
+
+
+async def backlog_phase(
+    api: ApiClient,
+    namespace: str,
+    expected: int,
+    create: Callable[[], Awaitable[None]],
+    scheduler: SchedulerProcess,
+    timeout: float,
+    *,
+    meter: CpuMeter | None = None,
+    count_writes: bool = False,
+) -> Phase:
+    """Backlog mode: `create` everything while no scheduler serves it, then start `scheduler`
+    and time from its start to the last of `expected` pods seen bound (or `timeout`). This
+    measures the scheduler, not how fast the bench can create pods. The Phase's `created` is
+    when the scheduler said it was ready; its CPU counts from the process's birth. The
+    caller stops the scheduler."""
+    await create()
+    watch = BindWatch(api, namespace, expected, count_listed=True)
+
+    async def start() -> None:
+        await scheduler.start()
+        if meter is not None:
+            meter.add_from_birth("scheduler", scheduler.pid())
+
+    return await _measured(api, watch, start, timeout, meter, count_writes)
+
+
+async def _measured(
+    api: ApiClient,
+    watch: BindWatch,
+    act: Callable[[], Awaitable[None]],
+    timeout: float,
+    meter: CpuMeter | None,
+    count_writes: bool,
+) -> Phase:
+    """Under `watch`: the clock starts, `act` runs, and the phase ends when every pod the
+    watch expects was seen bound, or `timeout` after the start."""
     writes_before: dict[str, int] = {}
     cpu: dict[str, float] = {}
     async with asyncio.TaskGroup() as tasks:
@@ -83,8 +123,8 @@ async def timed_phase(
         if meter is not None:
             meter.start()
         started = time.perf_counter()
-        await create()
-        created = time.perf_counter()
+        await act()
+        acted = time.perf_counter()
         complete = await watch.wait_all_bound(started + timeout)
         if meter is not None:
             cpu = meter.stop()
@@ -95,7 +135,7 @@ async def timed_phase(
         after = await api_writes(api)
         writes = {k: n - writes_before.get(k, 0) for k, n in sorted(after.items())}
     positive = {k: n for k, n in writes.items() if n > 0}
-    return Phase(watch, started, created, ended, cpu, positive)
+    return Phase(watch, started, acted, ended, cpu, positive)
 
 
 def cpu_meter(plane: ControlPlane, scheduler: SchedulerProcess) -> CpuMeter:
