@@ -200,7 +200,11 @@ class PluginResolver:
     def _check_enabled(self, point: str, name: str, where: str, first: int | None) -> Issue | None:
         if name not in self._registry:
             known = ", ".join(self._registry.names())
-            return Issue(f"{where}.name", f'unknown plugin "{name}"; known plugins: {known}')
+            message = (
+                f'unknown plugin "{name}": neither built in nor an installed package\'s '
+                f'"batchsched.plugins" entry point; known plugins: {known}'
+            )
+            return Issue(f"{where}.name", message)
         if first is not None:
             message = f'plugin "{name}" is enabled twice (also at enabled[{first}])'
             return Issue(f"{where}.name", message)

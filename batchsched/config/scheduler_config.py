@@ -26,6 +26,7 @@ from batchsched.config.documents import (
     document_model,
 )
 from batchsched.config.merge import PluginResolver, check_common_queue_sort
+from batchsched.config.plugin_packages import with_packages
 from batchsched.configfile.errors import ConfigError, validation_issues
 from batchsched.configfile.yaml_source import parse_yaml, read_source, single_document
 from batchsched.framework.profile import Profile
@@ -153,7 +154,8 @@ def config_from_mapping(
         if name in parsed.model_fields_set:
             alias = model.model_fields[name].alias
             logger.warning("ignoring a field batchsched does not act on field=%s", alias)
-    registry = registry if registry is not None else builtin_registry()
+    if registry is None:  # the built-ins, and the installed plugin packages the profiles name
+        registry = with_packages(builtin_registry(), parsed)
     defaults = defaults if defaults is not None else builtin_defaults()
     config = SchedulerConfig(
         api_version=parsed.api_version,

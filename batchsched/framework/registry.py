@@ -78,6 +78,10 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._specs)
 
+    def extended(self, specs: Iterable[PluginBuilder]) -> Registry:
+        """A new registry with these specs added (a clashing name raises ValueError)."""
+        return Registry([*self._specs.values(), *specs])
+
     def __contains__(self, name: object) -> bool:
         return name in self._specs
 
