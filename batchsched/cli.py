@@ -99,6 +99,14 @@ def add_quota_arguments(run: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how often the quota file is checked for a change (default 10)",
     )
+    run.add_argument(
+        "--config-poll-interval",
+        type=_positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="how often the --config file is checked for a change (default 5); a valid "
+        "change is swapped in between cycles",
+    )
 
 
 def _object_ref(text: str) -> str:
@@ -198,6 +206,8 @@ def run_scheduler(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     options = RunOptions(
         kubeconfig=args.kubeconfig,
+        config=args.config,
+        config_poll_interval=args.config_poll_interval,
         leader_elect=args.leader_elect,
         http_host=host or "0.0.0.0",
         http_port=int(port),

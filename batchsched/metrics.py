@@ -173,6 +173,14 @@ class SchedulerMetrics:
             ["result"],
             registry=reg,
         )
+        self.config_reloads = Counter(
+            "batchsched_config_reload_total",
+            "Changes of the --config KubeSchedulerConfiguration file seen after start-up, by "
+            "the result: 'success' (swapped in between cycles) or 'error' (rejected; the "
+            "config in force stays).",
+            ["result"],
+            registry=reg,
+        )
         self.quota_last_reload_success = Gauge(
             "batchsched_quota_config_last_reload_success_timestamp_seconds",
             "Unix time the quota file in force was loaded (at start-up or by a reload).",

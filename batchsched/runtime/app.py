@@ -42,8 +42,8 @@ from batchsched.metrics import SchedulerMetrics
 from batchsched.model.node import parse_node
 from batchsched.model.pod import parse_pod
 from batchsched.model.priority_class import parse_priority_class
-from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.plugins.gang_sort import attach_group_ages
+from batchsched.runtime.app_config import ConfigFile, attach_binding_client
 from batchsched.runtime.app_devices import device_informers
 from batchsched.runtime.app_gangs import gang_informers
 from batchsched.runtime.app_housekeeping import Housekeeping
@@ -85,14 +85,6 @@ class Watching(Protocol):
     async def resync(self) -> None: ...
 
 
-def attach_binding_client(profiles: Mapping[str, Profile], client: BindingClient) -> None:
-    """DefaultBinder is built by the registry without I/O; give it the real client here."""
-    for profile in profiles.values():
-        for plugin in profile.bind:
-            if isinstance(plugin, DefaultBinder):
-                plugin.client = client
-
-
 class App:
     def __init__(self, options: RunOptions, config: SchedulerConfig, api: ApiClient) -> None:
         self.options = options
@@ -115,6 +107,8 @@ class App:
         self.group_status = PodGroupStatusWriter(api)
         pod_status = PodStatusWriter(api)
         self.scheduler = self._build_scheduler(config, api, profiles, pod_status, clock)
+        # The config in force, reloaded from --config (runtime/app_config.py), for /configz.
+        self.config_file = ConfigFile(config, options, api, self.scheduler, self.metrics)
         self._init_informers(api)
         self._init_topology(api)
         self._init_devices(api, profiles)
@@ -236,6 +230,11 @@ class App:
         fence_writes(api, self.write_window)
         return elector
 
+    @property
+    def config(self) -> SchedulerConfig:
+        """The KubeSchedulerConfiguration in force (the last good one the file held)."""
+        return self.config_file.current
+
     # Tenant quotas (runtime/app_quotas.py): the policy in force and its subscribers.
 
     @property
@@ -351,8 +350,9 @@ class App:
             async with asyncio.TaskGroup() as tasks:
                 children = [tasks.create_task(i.run()) for i in self.informers]
                 children.append(tasks.create_task(self.housekeeping.run()))
-                if self.quota_reloader is not None:
-                    children.append(tasks.create_task(self.quota_reloader.run()))
+                for reloader in (self.quota_reloader, self.config_file.reloader):
+                    if reloader is not None:
+                        children.append(tasks.create_task(reloader.run()))
                 work = tasks.create_task(self._lead_and_schedule())
                 stopped = tasks.create_task(stop.wait())
                 await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -9,7 +9,8 @@ from pathlib import Path
 @dataclass(frozen=True)
 class RunOptions:
     kubeconfig: str | None = None
-    config: Path | None = None
+    config: Path | None = None  # the KubeSchedulerConfiguration file, polled for changes
+    config_poll_interval: float = 5.0
     leader_elect: bool | None = None  # None: as the config file says (default on)
     http_host: str = "0.0.0.0"
     http_port: int = 10251
