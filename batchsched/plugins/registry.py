@@ -16,6 +16,7 @@ from batchsched.plugins.balanced_allocation import (
     BalancedAllocationArgs,
     NodeResourcesBalancedAllocation,
 )
+from batchsched.plugins.cost_aware import CostAware, CostAwareArgs
 from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.plugins.dynamic_resources import DynamicResources
 from batchsched.plugins.dynamic_resources_guard import DynamicResourcesGuard
@@ -23,6 +24,7 @@ from batchsched.plugins.gang_sort import GangSort
 from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
 from batchsched.plugins.image_locality import ImageLocality
 from batchsched.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
+from batchsched.plugins.network_latency import NetworkLatency, NetworkLatencyArgs
 from batchsched.plugins.node_affinity import NodeAffinity, NodeAffinityArgs
 from batchsched.plugins.node_name import NodeName
 from batchsched.plugins.node_ports import NodePorts
@@ -32,6 +34,7 @@ from batchsched.plugins.pod_topology_spread import PodTopologySpread, PodTopolog
 from batchsched.plugins.priority_sort import PrioritySort
 from batchsched.plugins.scheduling_gates import SchedulingGates
 from batchsched.plugins.taint_toleration import TaintToleration
+from batchsched.plugins.team_affinity import TeamAffinity, TeamAffinityArgs
 from batchsched.plugins.topology_domains import TopologyDomains, TopologyDomainsArgs
 
 
@@ -60,6 +63,10 @@ def builtin_specs() -> list[PluginBuilder]:
         PluginSpec("DynamicResourcesGuard", DynamicResourcesGuard, NoArgs),
         PluginSpec("TopologyDomains", TopologyDomains, TopologyDomainsArgs),
         PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
+        # Reference plugins (#18): registered, in no default list; a profile enables them.
+        PluginSpec("CostAware", CostAware, CostAwareArgs),
+        PluginSpec("TeamAffinity", TeamAffinity, TeamAffinityArgs),
+        PluginSpec("NetworkLatency", NetworkLatency, NetworkLatencyArgs),
     ]
 
 
