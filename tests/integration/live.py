@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
-from batchsched.config import default_config
+from batchsched.config import SchedulerConfig, default_config
 from batchsched.kube.client import request_json
 from batchsched.kube.served import WhenServed
 from batchsched.runtime.app import App, RunOptions
@@ -25,15 +25,16 @@ async def scheduler_api(plane: ControlPlane) -> client.ApiClient:
 
 @contextlib.asynccontextmanager
 async def running_scheduler(
-    plane: ControlPlane, options: RunOptions | None = None
+    plane: ControlPlane, options: RunOptions | None = None, config: SchedulerConfig | None = None
 ) -> AsyncIterator[App]:
     """batchsched with the default config, no leader election, informers synced; `options`
-    (e.g. a quota file) replace the defaults."""
+    (e.g. a quota file) and `config` (the one loaded from options.config) replace the
+    defaults."""
     api = await scheduler_api(plane)
     async with api:
         app = App(
             options or RunOptions(leader_elect=False, http_host="127.0.0.1", http_port=0),
-            default_config(),
+            config if config is not None else default_config(),
             api,
         )
         task = asyncio.create_task(app.run())
