@@ -117,6 +117,13 @@ class SchedulerMetrics:
 
     def _define_operations(self) -> None:
         reg = self.registry
+        self.request_retries = Counter(
+            "rest_client_request_retries_total",
+            "API requests retried after the server answered with Retry-After (a 429, or a "
+            "5xx for an idempotent method), by status code and verb.",
+            ["code", "verb"],
+            registry=reg,
+        )
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "

@@ -113,12 +113,37 @@ class LeaderElection(Document):
         return self
 
 
+JSON_CONTENT: Final = "application/json"
+PROTOBUF_CONTENT: Final = "application/vnd.kubernetes.protobuf"
+
+
 class ClientConnection(Document):
+    """kube-scheduler's clientConnection. qps and burst feed the client's token bucket
+    (kube/throttle.py: 0 means the default, a negative qps no limit). batchsched speaks JSON
+    only: protobuf, kube-scheduler's own default, is accepted so that a config it wrote
+    loads, and is answered with a warning at start-up (runtime/app_serving.py); any other
+    type is an error."""
+
     kubeconfig: str = ""
     qps: float = 50.0
     burst: int = Field(default=100, ge=0)
-    content_type: str = "application/json"  # kubernetes-asyncio speaks JSON, not protobuf
+    content_type: str = JSON_CONTENT
     accept_content_types: str = ""
+
+    @field_validator("content_type")
+    @classmethod
+    def _json_or_protobuf(cls, value: str) -> str:
+        if value not in ("", JSON_CONTENT, PROTOBUF_CONTENT):
+            raise ValueError(f"must be {JSON_CONTENT} (batchsched speaks JSON only), not {value!r}")
+        return value
+
+    @field_validator("accept_content_types")
+    @classmethod
+    def _accepts_json(cls, value: str) -> str:
+        types = [t.strip() for t in value.split(",") if t.strip()]
+        if types and JSON_CONTENT not in types:
+            raise ValueError(f"must include {JSON_CONTENT} (batchsched speaks JSON only)")
+        return value
 
 
 # Profiles and the versioned top-level documents.

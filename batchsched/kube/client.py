@@ -8,10 +8,12 @@ into `ApiError` (the server answered no) and `ApiUnavailable` (no answer: retry 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,8 @@ import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient
 
+from batchsched.kube.throttle import Throttle, limit_requests, retry_delay, throttle_of
+
 __all__ = [
     "JSON",
     "MERGE_PATCH",
@@ -32,8 +36,10 @@ __all__ = [
     "Backoff",
     "KubeConfigError",
     "NotLeading",
+    "Throttle",
     "api_client",
     "fence_writes",
+    "limit_requests",
     "open_stream",
     "request_json",
 ]
@@ -99,6 +105,14 @@ def _fence_window(api: ApiClient, method: str, path: str) -> float:
     if left <= 0:
         raise NotLeading(f"{method} {path}: not the leader; this replica does not write")
     return left
+
+
+async def _wait_for_token(api: ApiClient) -> None:
+    throttle = throttle_of(api)
+    if throttle is not None and throttle.bucket is not None:
+        delay = throttle.bucket.reserve()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
 
 class Backoff:
@@ -212,12 +226,65 @@ async def request_json(
     Lease itself."""
     if fenced and method != "GET":
         timeout = min(timeout, _fence_window(api, method, path))
+    deadline = time.monotonic() + timeout
     headers = {"Accept": JSON, "Content-Type": content_type}
+    retries = 0
+    while True:
+        await _wait_for_token(api)
+        status, data, answer_headers = await _send(
+            api, method, path, list(query), headers, body, deadline - time.monotonic()
+        )
+        if 200 <= status < 300:
+            return _decode_object(status, data)
+        delay = _retry_wait(api, method, status, answer_headers, retries, deadline)
+        if delay is None:
+            raise status_error(status, data)
+        retries += 1
+        log.info(
+            "retrying after Retry-After method=%s path=%s code=%d wait=%.1fs",
+            method,
+            path,
+            status,
+            delay,
+        )
+        await asyncio.sleep(delay)
+
+
+def _retry_wait(
+    api: ApiClient,
+    method: str,
+    status: int,
+    headers: Mapping[str, str],
+    retries: int,
+    deadline: float,
+) -> float | None:
+    throttle = throttle_of(api)
+    if throttle is None:
+        return None
+    left = deadline - time.monotonic()
+    delay = retry_delay(throttle.policy, method, status, headers, retries, left, time.time())
+    if delay is not None:
+        throttle.on_retry(status, method)
+    return delay
+
+
+async def _send(
+    api: ApiClient,
+    method: str,
+    path: str,
+    query: list[tuple[str, str]],
+    headers: dict[str, str],
+    body: Mapping[str, object] | None,
+    timeout: float,
+) -> tuple[int, bytes, Mapping[str, str]]:
+    """One HTTP exchange: status, body and headers; no answer is `ApiUnavailable`."""
+    if timeout <= 0:
+        raise ApiUnavailable(f"{method} {path}: no time left (client rate limit or retries)")
     try:
         resp: aiohttp.ClientResponse = await api.call_api(
             path,
             method,
-            query_params=list(query),
+            query_params=query,
             header_params=headers,
             body=body,
             auth_settings=_AUTH_SETTINGS,
@@ -230,9 +297,7 @@ async def request_json(
             resp.release()
     except (aiohttp.ClientError, TimeoutError, OSError) as err:
         raise ApiUnavailable(f"{method} {path}: {type(err).__name__}: {err}") from err
-    if not 200 <= resp.status < 300:
-        raise status_error(resp.status, data)
-    return _decode_object(resp.status, data)
+    return resp.status, data, resp.headers
 
 
 async def open_stream(
@@ -241,7 +306,10 @@ async def open_stream(
     query: Sequence[tuple[str, str]],
     timeout: aiohttp.ClientTimeout,
 ) -> aiohttp.ClientResponse:
-    """Start a streaming GET (a watch); the caller reads `.content` and releases it."""
+    """Start a streaming GET (a watch); the caller reads `.content` and releases it.
+
+    Opening takes a token of the client's bucket; what streams after does not (client-go)."""
+    await _wait_for_token(api)
     try:
         resp: aiohttp.ClientResponse = await api.call_api(
             path,

@@ -50,6 +50,7 @@ from batchsched.runtime.app_housekeeping import Housekeeping
 from batchsched.runtime.app_invalid import InvalidObjects
 from batchsched.runtime.app_options import RunOptions
 from batchsched.runtime.app_quotas import Patch, QuotaFile, Quotas
+from batchsched.runtime.app_serving import throttle_client
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import (
     NodeEvents,
@@ -92,6 +93,7 @@ class App:
         self.http_port = 0
         clock = SystemClock()
         self.metrics = SchedulerMetrics()
+        throttle_client(api, config.client_connection, self.metrics)
         profiles = config.build_profiles()
         binder = KubeBinder(api)
         attach_binding_client(profiles, binder)
@@ -393,6 +395,6 @@ class App:
 
 async def run(options: RunOptions, config: SchedulerConfig) -> int:
     """Connect to the API server and run until stopped; the exit code of the process."""
-    api = await api_client(options.kubeconfig)
+    api = await api_client(options.kubeconfig or config.client_connection.kubeconfig or None)
     async with api:
         return await App(options, config, api).run()
