@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_snake
 
 from batchsched.configfile.document import Document, parse_duration
 from batchsched.configfile.errors import ConfigError, quote
+from batchsched.extenders.settings import ExtenderSettings
 from batchsched.framework.registry import EnabledPlugin
 
 KIND: Final = "KubeSchedulerConfiguration"
@@ -174,7 +175,6 @@ class ConfigDocument(Document):
     multi_point: ClassVar[bool] = True
     # Accepted so that pasted configs load, but nothing in batchsched acts on them.
     ignored: ClassVar[tuple[str, ...]] = (
-        "extenders",
         "enable_profiling",
         "enable_contention_profiling",
     )
@@ -190,7 +190,7 @@ class ConfigDocument(Document):
     profiles: Sequence[ProfileV1beta2] = ()
     enable_profiling: bool | None = None
     enable_contention_profiling: bool | None = None
-    extenders: list[dict[str, JsonValue]] | None = None
+    extenders: Sequence[ExtenderSettings] = ()
 
     @field_validator("pod_max_backoff_seconds")
     @classmethod

@@ -29,6 +29,7 @@ from batchsched.config.merge import PluginResolver, check_common_queue_sort
 from batchsched.config.plugin_packages import with_packages
 from batchsched.configfile.errors import ConfigError, validation_issues
 from batchsched.configfile.yaml_source import parse_yaml, read_source, single_document
+from batchsched.extenders.settings import ExtenderSettings, check_extenders
 from batchsched.framework.profile import Profile
 from batchsched.framework.registry import (
     EnabledPlugin,
@@ -70,6 +71,7 @@ class SchedulerConfig(Resolved):
     pod_max_backoff_seconds: int = 10
     leader_election: LeaderElection = LeaderElection()
     client_connection: ClientConnection = ClientConnection()
+    extenders: tuple[ExtenderSettings, ...] = ()  # HTTP extenders, called in order
     _registry: Registry | None = PrivateAttr(default=None)  # the one the plugins were checked with
 
     def profile(self, scheduler_name: str) -> ProfileConfig:
@@ -157,6 +159,10 @@ def config_from_mapping(
     if registry is None:  # the built-ins, and the installed plugin packages the profiles name
         registry = with_packages(builtin_registry(), parsed)
     defaults = defaults if defaults is not None else builtin_defaults()
+    extenders = tuple(parsed.extenders)
+    invalid = check_extenders(extenders)
+    if invalid is not None:
+        raise ConfigError.at(*invalid)
     config = SchedulerConfig(
         api_version=parsed.api_version,
         profiles=_resolve_profiles(parsed, PluginResolver(registry, defaults)),
@@ -166,6 +172,7 @@ def config_from_mapping(
         pod_max_backoff_seconds=parsed.pod_max_backoff_seconds,
         leader_election=parsed.leader_election,
         client_connection=parsed.client_connection,
+        extenders=extenders,
     )
     config._registry = registry
     return config

@@ -43,7 +43,7 @@ from batchsched.model.node import parse_node
 from batchsched.model.pod import parse_pod
 from batchsched.model.priority_class import parse_priority_class
 from batchsched.plugins.gang_sort import attach_group_ages
-from batchsched.runtime.app_config import ConfigFile, attach_binding_client
+from batchsched.runtime.app_config import ConfigFile, attach_binding_client, profiles_with_extenders
 from batchsched.runtime.app_devices import device_informers
 from batchsched.runtime.app_gangs import gang_informers
 from batchsched.runtime.app_housekeeping import Housekeeping
@@ -94,7 +94,7 @@ class App:
         clock = SystemClock()
         self.metrics = SchedulerMetrics()
         throttle_client(api, config.client_connection, self.metrics)
-        profiles = config.build_profiles()
+        profiles = profiles_with_extenders(config)
         binder = KubeBinder(api)
         attach_binding_client(profiles, binder)
         self.cache = SchedulerCache(clock)

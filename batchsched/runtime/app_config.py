@@ -19,6 +19,10 @@ from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.metrics import SchedulerMetrics
 from batchsched.plugins.default_binder import BindingClient, DefaultBinder
+from batchsched.runtime.app_extenders import (
+    profiles_with_extenders as profiles_with_extenders,  # re-exported for app.py
+)
+from batchsched.runtime.app_extenders import rewire
 from batchsched.runtime.app_options import RunOptions
 from batchsched.runtime.config_reload import ConfigReloader
 from batchsched.runtime.quota_reload import lease_ref, uid_resolver
@@ -71,6 +75,7 @@ def carry_wiring(old: Mapping[str, Profile], new: Mapping[str, Profile]) -> None
 
 def swap_profiles(scheduler: Scheduler, profiles: Mapping[str, Profile], seed: int) -> None:
     """Put new profiles in force; called on the event loop, so between two cycles."""
+    profiles = rewire(scheduler.live.profiles, profiles)
     carry_wiring(scheduler.live.profiles, profiles)
     scheduler.live.profiles = profiles
     scheduler.live.runners = {name: ProfileRunner(p, seed) for name, p in profiles.items()}

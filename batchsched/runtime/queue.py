@@ -202,6 +202,12 @@ class SchedulingQueue:
             taken.append(dataclasses.replace(found.qp, attempts=found.qp.attempts + 1))
         return taken
 
+    def peek(self, uids: Iterable[str]) -> list[PodView]:
+        """The pods of these that wait here, left where they are (extenders are asked about
+        a gang's other members before the cycle takes them)."""
+        found = (self._queued(uid) for uid in uids)
+        return [qp.pod for qp in found if qp is not None]
+
     def activate(self, uids: Iterable[str]) -> None:
         """These pods may fit now (what they waited for happened, e.g. a preemptor's victims
         are all gone): out of the pool or their backoff, to the active heap at once."""

@@ -21,6 +21,7 @@ from collections.abc import Coroutine, Mapping
 from batchsched.cache import SchedulerCache
 from batchsched.clock import Clock
 from batchsched.cycle.cycle import schedule_workload
+from batchsched.extenders.fetch import ExtenderSet
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
@@ -29,6 +30,7 @@ from batchsched.gang.podgroup import pod_group_of
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
 from batchsched.plugins.backfill_reservations import attach_reservation_guard
+from batchsched.runtime.app_extenders import extender_set
 from batchsched.runtime.backfill_waits import BackfillWaits
 from batchsched.runtime.binding import Binding
 from batchsched.runtime.effects import Effects
@@ -85,6 +87,8 @@ class Scheduler:
             attach_reservation_guard(profiles, self.waits)
         self._handle = LiveHandle(self.live, self.waits)
         self._holding: frozenset[str] = frozenset()  # reservations holding pods back
+        # HTTP extenders, asked before each cycle (the profiles' Extenders plugin reads them)
+        self.extenders: ExtenderSet | None = extender_set(profiles)
 
     # The shared state, as the app, the housekeeping round and tests read it.
 
@@ -150,11 +154,16 @@ class Scheduler:
         try:
             while True:
                 queued = await self.live.queue.pop()
-                self.schedule_one(queued)
+                if self.extenders is None:
+                    self.schedule_one(queued)
+                else:
+                    await self.schedule_one_asking(queued, self.extenders)
                 # Let watches and binding tasks run between cycles.
                 await asyncio.sleep(0)
         finally:
             await self.drain()
+            if self.extenders is not None:
+                await self.extenders.close()
 
     def runner_for(self, pod: PodView) -> ProfileRunner:
         return self.live.runner_for(pod)
@@ -176,6 +185,21 @@ class Scheduler:
                 decision = schedule_workload(self._handle, workload)
                 self.effects.apply(workload, batch, decision, cycle, started)
         self.check_reservations()
+
+    async def schedule_one_asking(self, queued: QueuedPod, extenders: ExtenderSet) -> None:
+        """schedule_one, with the extenders asked first about the pod and the other pending
+        members of its gang; the cycle reads their verdicts as data (plugins/extenders.py)."""
+        pod = queued.pod
+        pods = [pod]
+        key = pod_group_of(pod)
+        if key is not None:
+            pods += self.live.queue.peek(self.live.gangs.members.get(key, set()) - {pod.uid})
+        nodes = [info.node for info in self.live.cache.snapshot.nodes]
+        try:
+            await extenders.prefetch(pods, nodes)
+            self.schedule_one(queued)
+        finally:
+            extenders.forget()
 
     def check_reservations(self) -> None:
         """A reservation that left the backfill plan (its gang started, was deleted or gave

@@ -620,12 +620,11 @@ def test_fields_batchsched_does_not_act_on_are_accepted_with_a_warning(
         healthzBindAddress: 0.0.0.0:10251
         metricsBindAddress: 0.0.0.0:10251
         enableProfiling: true
-        extenders: [{urlPrefix: "http://extender:8888", filterVerb: filter}]
     """)
     with caplog.at_level(logging.WARNING):
         load(text)
     warned = " ".join(record.getMessage() for record in caplog.records)
-    for field in ("healthzBindAddress", "metricsBindAddress", "enableProfiling", "extenders"):
+    for field in ("healthzBindAddress", "metricsBindAddress", "enableProfiling"):
         assert f"field={field}" in warned
 
 

@@ -1,0 +1,155 @@
+"""Asking the configured extenders about the pods of the next cycle, before it runs.
+
+kube-scheduler calls extenders inside its scheduling cycle; batchsched's cycle is pure and
+synchronous (docs/architecture.md, "HTTP extenders"), so the runtime awaits `prefetch` for
+the workload's pods first and the Extenders plugin reads the answers as data. The semantics
+are kube's (pkg/scheduler/extender.go and schedule_one.go):
+
+- an extender is asked only about pods it is interested in (managedResources);
+- filter: extenders run in order, each on the nodes the previous ones let through; a node in
+  FailedAndUnresolvableNodes is unresolvable (preemption cannot help), one in FailedNodes or
+  left out is unschedulable; an error or timeout skips an `ignorable` extender and otherwise
+  fails the pod's cycle with the error;
+- prioritize: the nodes that passed, every interested extender at once; a failing prioritizer
+  is skipped whatever `ignorable` says; each score is scaled by weight * 100 / 10.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+
+from batchsched.extenders.client import ExtenderClient, ExtenderUnavailable
+from batchsched.extenders.protocol import (
+    ProtocolError,
+    extender_args,
+    parse_filter_result,
+    parse_priorities,
+    scaled,
+)
+from batchsched.extenders.settings import ExtenderSettings
+from batchsched.model.node import NodeView
+from batchsched.model.pod import PodView
+from batchsched.plugins.extenders import ExtenderVerdict
+
+logger = logging.getLogger(__name__)
+
+NOT_FETCHED = "no extender verdict was fetched for this pod before its cycle"
+
+
+class ExtenderSet:
+    """The configured extenders, and the verdicts fetched for the coming cycle's pods."""
+
+    def __init__(self, clients: Sequence[ExtenderClient]) -> None:
+        self.clients = tuple(clients)
+        self._verdicts: dict[str, ExtenderVerdict] = {}
+
+    @classmethod
+    def of(cls, extenders: Sequence[ExtenderSettings]) -> ExtenderSet | None:
+        """The extenders that filter or prioritize (a bind-only one is the binder's)."""
+        asked = [e for e in extenders if e.filter_verb or e.prioritize_verb]
+        return cls([ExtenderClient(e) for e in asked]) if asked else None
+
+    @property
+    def weight(self) -> int:
+        return sum(c.settings.weight for c in self.clients if c.settings.prioritize_verb)
+
+    def interested(self, pod: PodView) -> list[ExtenderClient]:
+        return [c for c in self.clients if c.settings.is_interested(pod)]
+
+    def verdict(self, pod: PodView) -> ExtenderVerdict | None:
+        """The Extenders plugin's VerdictSource."""
+        if not self.interested(pod):
+            return None
+        return self._verdicts.get(pod.uid, ExtenderVerdict(error=NOT_FETCHED))
+
+    def forget(self) -> None:
+        self._verdicts.clear()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.clients))
+
+    async def prefetch(self, pods: Iterable[PodView], nodes: Sequence[NodeView]) -> None:
+        """Ask about each pod (concurrently) and keep the verdicts until `forget`."""
+        wanted = [p for p in pods if self.interested(p)]
+        if not wanted:
+            return
+        verdicts = await asyncio.gather(*(self.ask(p, nodes) for p in wanted))
+        for pod, verdict in zip(wanted, verdicts, strict=True):
+            self._verdicts[pod.uid] = verdict
+
+    async def ask(self, pod: PodView, nodes: Sequence[NodeView]) -> ExtenderVerdict:
+        clients = self.interested(pod)
+        filtered = await _filter(clients, pod, nodes)
+        if isinstance(filtered, str):
+            return ExtenderVerdict(error=filtered)
+        feasible, verdict = filtered
+        scores = await _prioritize(clients, pod, feasible)
+        return ExtenderVerdict(
+            allowed=verdict.allowed,
+            failed=verdict.failed,
+            unresolvable=verdict.unresolvable,
+            scores=scores,
+            weight=self.weight,
+        )
+
+
+async def _filter(
+    clients: Sequence[ExtenderClient], pod: PodView, nodes: Sequence[NodeView]
+) -> tuple[list[NodeView], ExtenderVerdict] | str:
+    """The nodes every filtering extender let through, with why the others failed; or the
+    error of a non-ignorable extender."""
+    feasible = list(nodes)
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    filtering = False
+    for client in clients:
+        settings = client.settings
+        if not settings.filter_verb:
+            continue
+        body = extender_args(pod, feasible, settings.node_cache_capable)
+        try:
+            answer = parse_filter_result(
+                await client.post(settings.filter_verb, body), settings.node_cache_capable
+            )
+        except (ExtenderUnavailable, ProtocolError) as err:
+            if settings.ignorable:
+                logger.warning("skipping ignorable extender pod=%s error=%s", pod.key, err)
+                continue
+            return f"extender {client.name} filter failed: {err}"
+        filtering = True
+        unresolvable.update(answer.unresolvable)
+        failed.update((n, why) for n, why in answer.failed.items() if n not in unresolvable)
+        feasible = [n for n in feasible if n.name in answer.passed]
+    allowed = frozenset(n.name for n in feasible) if filtering else None
+    return feasible, ExtenderVerdict(allowed, failed, unresolvable)
+
+
+async def _prioritize(
+    clients: Sequence[ExtenderClient], pod: PodView, feasible: Sequence[NodeView]
+) -> dict[str, int]:
+    prioritizers = [c for c in clients if c.settings.prioritize_verb]
+    if not prioritizers or not feasible:
+        return {}
+    answers = await asyncio.gather(
+        *(_priorities(c, pod, feasible) for c in prioritizers), return_exceptions=False
+    )
+    totals: dict[str, int] = {}
+    for client, scores in zip(prioritizers, answers, strict=True):
+        weight = client.settings.weight
+        for host, score in scores.items():
+            totals[host] = totals.get(host, 0) + scaled(score, weight)
+    return totals
+
+
+async def _priorities(
+    client: ExtenderClient, pod: PodView, feasible: Sequence[NodeView]
+) -> dict[str, int]:
+    settings = client.settings
+    body = extender_args(pod, feasible, settings.node_cache_capable)
+    try:
+        return parse_priorities(await client.post(settings.prioritize_verb, body))
+    except (ExtenderUnavailable, ProtocolError) as err:
+        logger.warning("skipping a failed prioritize pod=%s error=%s", pod.key, err)
+        return {}

@@ -1,0 +1,79 @@
+"""A small real extender for tests: an aiohttp server on loopback answering fixed verdicts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+
+@dataclass
+class Verdicts:
+    """What the extender answers: nodes it refuses (and whether unresolvably), its scores,
+    and a delay before answering (to test timeouts)."""
+
+    refuse: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    scores: dict[str, int] = field(default_factory=dict)
+    delay: float = 0.0
+    calls: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+
+
+def _names(args: dict[str, object]) -> list[str]:
+    names = args.get("NodeNames")
+    if isinstance(names, list):
+        return [str(n) for n in names]
+    nodes = args.get("Nodes")
+    items = nodes.get("items", []) if isinstance(nodes, dict) else []
+    return [str(item["metadata"]["name"]) for item in items]
+
+
+def extender_app(verdicts: Verdicts) -> web.Application:
+    async def filter_(request: web.Request) -> web.Response:
+        args = await request.json()
+        verdicts.calls.append(("filter", args))
+        await asyncio.sleep(verdicts.delay)  # the delay under test, not a wait in a test
+        names = _names(args)
+        refused = {**verdicts.refuse, **verdicts.unresolvable}
+        passed = [n for n in names if n not in refused]
+        body: dict[str, object] = {
+            "FailedNodes": {n: w for n, w in verdicts.refuse.items() if n in names},
+            "FailedAndUnresolvableNodes": {
+                n: w for n, w in verdicts.unresolvable.items() if n in names
+            },
+            "Error": "",
+        }
+        if args.get("NodeNames") is not None:
+            body["NodeNames"] = passed
+        else:
+            body["Nodes"] = {"items": [{"metadata": {"name": n}} for n in passed]}
+        return web.json_response(body)
+
+    async def prioritize(request: web.Request) -> web.Response:
+        args = await request.json()
+        verdicts.calls.append(("prioritize", args))
+        await asyncio.sleep(verdicts.delay)
+        scores = [{"Host": n, "Score": verdicts.scores.get(n, 0)} for n in _names(args)]
+        return web.json_response(scores)
+
+    app = web.Application()
+    app.router.add_post("/filter", filter_)
+    app.router.add_post("/prioritize", prioritize)
+    return app
+
+
+@asynccontextmanager
+async def serving(verdicts: Verdicts, host: str = "127.0.0.1") -> AsyncIterator[str]:
+    """Serve on a free loopback port; yields the URL prefix."""
+    runner = web.AppRunner(extender_app(verdicts))
+    await runner.setup()
+    site = web.TCPSite(runner, host, 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
