@@ -77,8 +77,10 @@ class KubePublisher:
             raise PublishError(str(err)) from err
 
     async def close(self) -> None:
-        if self._api is not None:
-            await self._api.close()
+        """Close the API client's session; safe to call again."""
+        api, self._api = self._api, None
+        if api is not None:
+            await api.close()
 
 
 def read_host_numa(root: Path = SYSFS_NODES) -> tuple[HostNuma, ...]:
@@ -195,7 +197,9 @@ def make_http_app(agent: Agent) -> web.Application:
 
 
 async def serve_agent(agent: Agent, address: str) -> None:
-    """Serve HTTP and refresh until SIGTERM/SIGINT."""
+    """Serve HTTP and refresh until SIGTERM/SIGINT, then close what was opened: the refresh
+    task is awaited to its end (a request it was making is abandoned), the HTTP site, the
+    API client's session (left open it logs "Unclosed client session") and NVML."""
     host, _, port = address.rpartition(":")
     runner = web.AppRunner(make_http_app(agent), access_log=None)
     await runner.setup()
@@ -206,18 +210,24 @@ async def serve_agent(agent: Agent, address: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     work = asyncio.create_task(agent.run())
+    stopped = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait(
-            {work, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED
-        )
+        await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        work.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        for task in (work, stopped):
+            task.cancel()
+        await asyncio.gather(work, stopped, return_exceptions=True)
         await runner.cleanup()
+        if isinstance(agent.publisher, KubePublisher):
+            await agent.publisher.close()
         if agent.nvml_open:
             try:
                 agent.reader.close()
             except NvmlError as err:
                 log.warning("NVML shutdown failed error=%s", err)
+        log.info("stopped")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
