@@ -1,0 +1,116 @@
+"""batchsched calling a real HTTP extender process (an aiohttp server in the test that returns
+fixed verdicts) while it schedules on the real API server."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from batchsched.config import SchedulerConfig, config_from_mapping
+from tests.builders import make_node, make_pod
+from tests.extenders.fake_extender import Verdicts, serving
+from tests.integration.control_plane import ControlPlane
+from tests.integration.helpers import create_node, create_pod, wait_for
+from tests.integration.live import node_of, pod, running_scheduler
+
+NS = "default"
+
+
+def _config(url: str, **extender: Any) -> SchedulerConfig:
+    return config_from_mapping(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [{"schedulerName": "gpu-scheduler"}],
+            "extenders": [
+                {
+                    "urlPrefix": url,
+                    "filterVerb": "filter",
+                    "prioritizeVerb": "prioritize",
+                    "weight": 5,
+                    "httpTimeout": "2s",
+                    **extender,
+                }
+            ],
+        }
+    )
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:  # bound then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+async def _nodes(api: client.ApiClient) -> None:
+    for name in ("n1", "n2", "n3"):
+        await create_node(api, make_node(name).cpu("8").memory("16Gi").pods(20))
+
+
+async def _scheduled_message(api: client.ApiClient, name: str) -> str:
+    body = await pod(api, NS, name)
+    for condition in body.get("status", {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message", ""))
+    return ""
+
+
+async def test_pods_land_only_where_the_extender_allows_and_follow_its_scores(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await _nodes(api)
+    verdicts = Verdicts(
+        refuse={"n1": "n1 is drained by the extender"},
+        unresolvable={"n2": "n2 is in the wrong rack"},
+    )
+    async with serving(verdicts) as url, running_scheduler(control_plane, config=_config(url)):
+        for i in range(3):
+            await create_pod(api, make_pod(f"p{i}").cpu("1"))
+        for i in range(3):
+            await wait_for(lambda i=i: node_of(api, NS, f"p{i}"), timeout=30, what=f"p{i} bound")
+            assert await node_of(api, NS, f"p{i}") == "n3"
+        # nothing fits n3 any more (8 cpu, 3 taken): the extender's reasons reach the user
+        await create_pod(api, make_pod("big").cpu("6"))
+        await wait_for(lambda: _scheduled_message(api, "big"), timeout=30, what="big rejected")
+        message = await _scheduled_message(api, "big")
+        assert "n1 is drained by the extender" in message
+        assert "n2 is in the wrong rack" in message
+        assert "Insufficient cpu" in message
+    assert {c[0] for c in verdicts.calls} == {"filter", "prioritize"}
+
+
+async def test_extender_scores_choose_among_nodes_it_allows(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await _nodes(api)
+    verdicts = Verdicts(scores={"n1": 0, "n2": 10, "n3": 3})
+    async with serving(verdicts) as url, running_scheduler(control_plane, config=_config(url)):
+        await create_pod(api, make_pod("scored").cpu("1"))
+        await wait_for(lambda: node_of(api, NS, "scored"), timeout=30, what="scored bound")
+        assert await node_of(api, NS, "scored") == "n2"
+
+
+async def test_an_ignorable_extender_that_is_down_does_not_block_scheduling(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await _nodes(api)
+    config = _config(_closed_port_url(), ignorable=True)
+    async with running_scheduler(control_plane, config=config):
+        await create_pod(api, make_pod("goes").cpu("1"))
+        await wait_for(lambda: node_of(api, NS, "goes"), timeout=30, what="goes bound")
+
+
+async def test_a_non_ignorable_extender_that_is_down_keeps_pods_pending_saying_why(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await _nodes(api)
+    url = _closed_port_url()
+    async with running_scheduler(control_plane, config=_config(url)):
+        await create_pod(api, make_pod("stays").cpu("1"))
+        await wait_for(lambda: _scheduled_message(api, "stays"), timeout=30, what="stays failed")
+        message = await _scheduled_message(api, "stays")
+        assert f"extender {url} filter failed" in message
+        assert await node_of(api, NS, "stays") == ""
