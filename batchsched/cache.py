@@ -28,7 +28,7 @@ from batchsched.clock import Clock
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
-from gpu.topology import NodeTopology
+from gpu.topology import GpuLoad, NodeTopology
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,13 @@ class SchedulerCache:
     def set_measured_topology(self, node_name: str, topology: NodeTopology | None) -> None:
         """The node agent's GPU topology for a node, or None to fall back to its labels."""
         self.snapshot.set_measured_topology(node_name, topology)
+
+    def set_gpu_load(self, node_name: str, load: tuple[GpuLoad, ...] | None) -> None:
+        """The GPUs' measured load on a node, or None when none is published."""
+        if load is None:
+            self.snapshot.gpu_load.pop(node_name, None)
+        else:
+            self.snapshot.gpu_load[node_name] = load
 
     # Bound pods from the watch
 

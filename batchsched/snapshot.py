@@ -21,7 +21,7 @@ from batchsched.model.pod import PodView
 from batchsched.node_info import NodeInfo, ledger_for
 from gpu.ledger import Grants
 from gpu.requests import counted_request
-from gpu.topology import NodeTopology
+from gpu.topology import GpuLoad, NodeTopology
 
 __all__ = ["NodeInfo", "Snapshot", "Trial"]
 
@@ -60,6 +60,9 @@ class Snapshot:
         self.gpu_nodes = sum(1 for info in self.nodes if info.gpu is not None)
         # Node name -> the node agent's topology (NodeResourceTopology), nodes not seen included.
         self._measured: dict[str, NodeTopology] = {}
+        # Node name -> its GPUs' measured load from the agent (GpuLoadAware reads it); load
+        # is advisory and not undone by trials: no placement changes it.
+        self.gpu_load: dict[str, tuple[GpuLoad, ...]] = {}
         self._gpu_hints: dict[str, tuple[str, Grants]] = {}
         # (op, pod, node, GPUs): the GPUs a removed pod held, or a regranted pod's previous ones.
         self._log: list[tuple[int, PodView, NodeInfo, Grants]] = []

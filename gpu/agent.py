@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from gpu.agent_metrics import AgentMetrics
-from gpu.nrt import GPU_PODS_ANNOTATION, detail_json, nrt_object, pods_json
+from gpu.nrt import (
+    GPU_LOAD_ANNOTATION,
+    GPU_PODS_ANNOTATION,
+    detail_json,
+    load_json,
+    nrt_object,
+    pods_json,
+)
 from gpu.nvml import NodeReading, NvmlError, NvmlReader, NvmlUnavailable
 from gpu.podresources import PodDevices, PodResourcesLister, PodResourcesUnavailable
 
@@ -119,8 +126,12 @@ class Agent:
             policy=self.config.policy,
             scope=self.config.scope,
         )
+        annotations = obj["metadata"]["annotations"]  # type: ignore[index]
         if self.pod_resources is not None and not isinstance(self.pod_resources, str):
-            obj["metadata"]["annotations"][GPU_PODS_ANNOTATION] = pods  # type: ignore[index]
+            annotations[GPU_PODS_ANNOTATION] = pods
+        # Load changes all the time: published with each write (a change of GPUs or pods, or
+        # the heartbeat), never a reason to write on its own.
+        annotations[GPU_LOAD_ANNOTATION] = load_json(reading.load)
         return await self._publish(obj, _Published(detail, pods, now), reading)
 
     async def _read(self) -> NodeReading | None:

@@ -8,7 +8,8 @@ subclass, e.g. NVMLError_GPUIsLost), in the situations the driver raises them: a
 nvmlInit, NOT_SUPPORTED for NVLink on a PCIe card, INVALID_ARGUMENT past the last link,
 GPU_IS_LOST for every call about a GPU that fell off the bus.
 
-Faults are injected through `Faults` (at construction) and `lose()` / `inject_event()` (later).
+Faults are injected through `Faults` (at construction) and `lose()` / `inject_event()` (later);
+GPU load (utilisation, memory in use) through `set_load()`: idle until set.
 Used by the tests and by `batchsched-agent --fake <machine>` (kind clusters, demos).
 """
 
@@ -76,6 +77,12 @@ class _Memory:
 
 
 @dataclass(frozen=True, slots=True)
+class _Utilization:
+    gpu: int
+    memory: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Event:
     device: object
     eventType: int
@@ -117,6 +124,7 @@ class FakeNvml:
         self._events: deque[_Event] = deque()
         self._registered: set[int] = set()
         self._wakeup = threading.Condition()
+        self._load: dict[int, tuple[int, int]] = {}  # index -> (utilisation %, MiB in use)
 
     # Faults injected while running
 
@@ -130,6 +138,10 @@ class FakeNvml:
             if index in self._registered:
                 self._events.append(_Event(_Handle(index), event_type, data))
                 self._wakeup.notify_all()
+
+    def set_load(self, index: int, utilization_pct: int, memory_used_mib: int) -> None:
+        """What NVML reports for GPU `index` from now on (a job started or ended there)."""
+        self._load[index] = (utilization_pct, memory_used_mib)
 
     def uuid_of(self, index: int) -> str:
         name = f"{self.machine.name}/{index}"
@@ -190,9 +202,16 @@ class FakeNvml:
         return f"{name} MIG {handle.name}" if isinstance(handle, _MigHandle) else name
 
     def nvmlDeviceGetMemoryInfo(self, handle: object) -> _Memory:
-        self._gpu("nvmlDeviceGetMemoryInfo", handle)
+        index = self._gpu("nvmlDeviceGetMemoryInfo", handle)
         total = self.machine.gpu_memory_mib * 1024 * 1024
-        return _Memory(total, total, 0)
+        used = self._load.get(index, (0, 0))[1] * 1024 * 1024
+        return _Memory(total, total - used, used)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: object) -> _Utilization:
+        index = self._gpu("nvmlDeviceGetUtilizationRates", handle)
+        if isinstance(handle, _MigHandle):  # the driver does not report it per MIG device
+            raise _fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return _Utilization(self._load.get(index, (0, 0))[0], 0)
 
     def nvmlDeviceGetPciInfo(self, handle: object) -> _Pci:
         return _Pci(self.machine.gpu_bus[self._gpu("nvmlDeviceGetPciInfo", handle)])

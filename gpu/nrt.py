@@ -11,7 +11,10 @@ distances as costs. What the schema cannot hold (the link between every pair of 
 bus ids, health and why, MIG) is one JSON document in the annotation
 `batchsched.io/gpu-topology`, with a `version` (1) the parser checks. It changes only when the
 GPUs do; the agent's heartbeat lives in its own annotation so a heartbeat alone never makes
-the scheduler rebuild a node's GPU accounting.
+the scheduler rebuild a node's GPU accounting. GPU load (utilisation and memory in use, which
+GpuLoadAware scores by) rides with each write in `batchsched.io/gpu-load`, also apart from the
+topology for the same reason; a load document the parser cannot read counts as no load (it is
+advisory: the node's GPUs stay schedulable by their topology).
 """
 
 from __future__ import annotations
@@ -26,16 +29,26 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from batchsched.model.errors import InvalidObject
 from gpu.nvml_model import HostNuma, cpu_list, parse_cpu_list
-from gpu.topology import GpuDevice, Link, LinkLevel, MigPartition, NodeTopology, NumaNode
+from gpu.topology import (
+    GpuDevice,
+    GpuLoad,
+    Link,
+    LinkLevel,
+    MigPartition,
+    NodeTopology,
+    NumaNode,
+)
 
 __all__ = [
     "API_VERSION",
+    "GPU_LOAD_ANNOTATION",
     "GPU_PODS_ANNOTATION",
     "GPU_TOPOLOGY_ANNOTATION",
     "HEARTBEAT_ANNOTATION",
     "KIND",
     "MeasuredTopology",
     "detail_json",
+    "load_json",
     "nrt_object",
     "parse_nrt",
     "pods_json",
@@ -47,6 +60,7 @@ GPU_TOPOLOGY_ANNOTATION: Final = "batchsched.io/gpu-topology"
 HEARTBEAT_ANNOTATION: Final = "batchsched.io/heartbeat"
 # Which GPUs each pod holds, from the kubelet's pod-resources API (only where it is mounted).
 GPU_PODS_ANNOTATION: Final = "batchsched.io/gpu-pods"
+GPU_LOAD_ANNOTATION: Final = "batchsched.io/gpu-load"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 FORMAT_VERSION: Final = 1
 _LOCAL_DISTANCE: Final = 10  # what Linux reports for a NUMA node to itself
@@ -108,6 +122,7 @@ class MeasuredTopology:
     node: str
     topology: NodeTopology | None
     heartbeat: str = ""
+    load: tuple[GpuLoad, ...] | None = None  # None: not published (or unreadable)
 
 
 # Building (the agent)
@@ -149,6 +164,45 @@ def pods_json(holders: Mapping[tuple[str, str], Sequence[int]]) -> str:
         for (namespace, name), gpus in sorted(holders.items())
     ]
     return json.dumps({"version": FORMAT_VERSION, "pods": pods}, separators=(",", ":"))
+
+
+class GpuLoadDetail(_Detail):
+    index: int = Field(ge=0)
+    utilization: int = Field(ge=0, le=100)
+    memory_used_mib: int = Field(alias="memoryUsedMiB", ge=0)
+    memory_total_mib: int = Field(alias="memoryTotalMiB", ge=0)
+
+
+class LoadDetail(_Detail):
+    version: Literal[1]
+    gpus: tuple[GpuLoadDetail, ...]
+
+
+def load_json(load: Sequence[GpuLoad]) -> str:
+    """The `batchsched.io/gpu-load` document: {"version": 1, "gpus": [{"index", "utilization"
+    (percent), "memoryUsedMiB", "memoryTotalMiB"}]}."""
+    gpus = [
+        {
+            "index": g.index,
+            "utilization": g.utilization_pct,
+            "memoryUsedMiB": g.memory_used_mib,
+            "memoryTotalMiB": g.memory_total_mib,
+        }
+        for g in load
+    ]
+    return json.dumps({"version": FORMAT_VERSION, "gpus": gpus}, separators=(",", ":"))
+
+
+@lru_cache(maxsize=4096)
+def parse_load(text: str) -> tuple[GpuLoad, ...] | None:
+    """The load document's GPUs; None when it cannot be read."""
+    try:
+        detail = LoadDetail.model_validate_json(text)
+    except ValidationError:
+        return None
+    return tuple(
+        GpuLoad(g.index, g.utilization, g.memory_used_mib, g.memory_total_mib) for g in detail.gpus
+    )
 
 
 def _gpu_detail(gpu: GpuDevice, reasons: tuple[str, ...]) -> GpuDetail:
@@ -260,13 +314,15 @@ def parse_nrt(raw: Mapping[str, object]) -> MeasuredTopology:
     detail = annotations.get(GPU_TOPOLOGY_ANNOTATION)
     heartbeat = annotations.get(HEARTBEAT_ANNOTATION)
     heartbeat = heartbeat if isinstance(heartbeat, str) else ""  # informative only
+    load_text = annotations.get(GPU_LOAD_ANNOTATION)
+    load = parse_load(load_text) if isinstance(load_text, str) else None
     if detail is None:
-        return MeasuredTopology(name, None, heartbeat)
+        return MeasuredTopology(name, None, heartbeat, load)
     field = f"metadata.annotations[{GPU_TOPOLOGY_ANNOTATION}]"
     if not isinstance(detail, str):
         raise InvalidObject(KIND, name, field, "expected a string (a JSON document)")
     try:
-        return MeasuredTopology(name, topology_from_detail(detail), heartbeat)
+        return MeasuredTopology(name, topology_from_detail(detail), heartbeat, load)
     except ValueError as err:
         raise InvalidObject(KIND, name, field, str(err)) from err
 

@@ -24,6 +24,7 @@ from gpu.nvml_api import (
     APPLICATION_XIDS,
     CRITICAL_EVENTS,
     GpuLost,
+    MemoryInfo,
     NvmlError,
     NvmlLibrary,
     NvmlUnavailable,
@@ -31,7 +32,15 @@ from gpu.nvml_api import (
     optional_call,
 )
 from gpu.nvml_model import GpuLinks, HostNuma, numa_layout, nvlink_between
-from gpu.topology import GpuDevice, Link, LinkLevel, MigPartition, NodeTopology, link_matrix
+from gpu.topology import (
+    GpuDevice,
+    GpuLoad,
+    Link,
+    LinkLevel,
+    MigPartition,
+    NodeTopology,
+    link_matrix,
+)
 
 __all__ = [
     "GpuHealth",
@@ -70,6 +79,7 @@ class NodeReading:
     topology: NodeTopology
     health: tuple[GpuHealth, ...]  # by GPU index
     driver: str
+    load: tuple[GpuLoad, ...] = ()  # the GPUs that answered, by index
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +98,7 @@ class _Probe:
     links: GpuLinks
     ecc_uncorrected: int
     lost: str = ""  # why the GPU is lost, "" when it answered
+    load: GpuLoad | None = None
 
 
 class NvmlReader:
@@ -138,7 +149,8 @@ class NvmlReader:
             numa_nodes=numa_nodes,
             links=link_matrix(count, pairs, Link(LinkLevel.SYS)),
         )
-        return NodeReading(topology, health, driver)
+        load = tuple(p.load for p in probes if p.load is not None)
+        return NodeReading(topology, health, driver, load)
 
     def _health(self, probe: _Probe) -> GpuHealth:
         reasons = []
@@ -177,7 +189,16 @@ class NvmlReader:
             pci_bus_id=bus.upper(),
             mig=self._mig(h),
         )
-        return _Probe(device, h, self._links(h), self._ecc(h))
+        return _Probe(device, h, self._links(h), self._ecc(h), load=self._load(index, h, memory))
+
+    def _load(self, index: int, h: object, memory: MemoryInfo) -> GpuLoad | None:
+        """Utilisation and memory in use (GpuLoadAware scores by them); None where the GPU
+        does not report utilisation."""
+        rates = optional_call(self._lib.nvmlDeviceGetUtilizationRates, h)
+        if rates is None:
+            return None
+        mib = 1024 * 1024
+        return GpuLoad(index, rates.gpu, memory.used // mib, memory.total // mib)
 
     def _links(self, h: object) -> GpuLinks:
         """CPU affinity, and the active NVLinks: lanes to each peer GPU by bus id, to switches."""

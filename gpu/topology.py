@@ -14,6 +14,7 @@ from enum import IntEnum
 
 __all__ = [
     "GpuDevice",
+    "GpuLoad",
     "Link",
     "LinkLevel",
     "MigPartition",
@@ -62,6 +63,21 @@ class GpuDevice:
     pci_bus_id: str
     healthy: bool = True
     mig: tuple[MigPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLoad:
+    """One GPU's measured load: NVML's utilisation over its last sample period (0..100) and
+    the memory in use, as the node agent reads and publishes them."""
+
+    index: int
+    utilization_pct: int
+    memory_used_mib: int
+    memory_total_mib: int
+
+    @property
+    def memory_used_fraction(self) -> float:
+        return self.memory_used_mib / self.memory_total_mib if self.memory_total_mib else 0.0
 
 
 @dataclass(frozen=True, slots=True)

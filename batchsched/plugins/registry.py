@@ -21,6 +21,7 @@ from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.plugins.dynamic_resources import DynamicResources
 from batchsched.plugins.dynamic_resources_guard import DynamicResourcesGuard
 from batchsched.plugins.gang_sort import GangSort
+from batchsched.plugins.gpu_load_aware import GpuLoadAware, GpuLoadAwareArgs
 from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
 from batchsched.plugins.image_locality import ImageLocality
 from batchsched.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
@@ -64,6 +65,7 @@ def builtin_specs() -> list[PluginBuilder]:
         PluginSpec("TopologyDomains", TopologyDomains, TopologyDomainsArgs),
         PluginSpec("DefaultBinder", DefaultBinder, NoArgs),
         # Reference plugins (#18): registered, in no default list; a profile enables them.
+        PluginSpec("GpuLoadAware", GpuLoadAware, GpuLoadAwareArgs),
         PluginSpec("CostAware", CostAware, CostAwareArgs),
         PluginSpec("TeamAffinity", TeamAffinity, TeamAffinityArgs),
         PluginSpec("NetworkLatency", NetworkLatency, NetworkLatencyArgs),

@@ -171,19 +171,24 @@ class TopologyEvents:
 
     def on_add(self, measured: MeasuredTopology) -> None:
         self.cache.set_measured_topology(measured.node, measured.topology)
+        self.cache.set_gpu_load(measured.node, measured.load)
         self.queue.move_all("NodeResourceTopologyAdd")
 
     def on_update(self, old: MeasuredTopology, new: MeasuredTopology) -> None:
         # Parsed topologies are cached by their text: the same object means the same GPUs,
-        # and a heartbeat alone changes nothing.
+        # and a heartbeat alone changes nothing. A new load only changes scores: it frees
+        # nothing, so it moves no pod back to the queue.
+        self.cache.set_gpu_load(new.node, new.load)
         if new.topology is not old.topology:
             self.cache.set_measured_topology(new.node, new.topology)
             self.queue.move_all("NodeResourceTopologyUpdate")
 
     def on_delete(self, measured: MeasuredTopology) -> None:
         self.cache.set_measured_topology(measured.node, None)
+        self.cache.set_gpu_load(measured.node, None)
         self.queue.move_all("NodeResourceTopologyDelete")
 
     def drop(self, node_name: str) -> None:
         """A malformed object: its node goes back to its labels until a good one arrives."""
         self.cache.set_measured_topology(node_name, None)
+        self.cache.set_gpu_load(node_name, None)

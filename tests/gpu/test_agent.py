@@ -255,3 +255,19 @@ def test_a_missing_node_name_is_a_clear_usage_error(
     monkeypatch.delenv("NODE_NAME", raising=False)
     assert main(["--fake", "dgx-h100", "--print"]) == 2
     assert "--node-name or $NODE_NAME is required" in capsys.readouterr().err
+
+
+async def test_gpu_load_rides_with_the_heartbeat_and_never_writes_on_its_own() -> None:
+    recorder = Recorder()
+    lib = FakeNvml(DGX_H100)
+    agent = agent_for(lib, recorder)
+    await agent.refresh(now=0.0)
+    first = parse_nrt(recorder.objects[0]).load
+    assert first is not None and [g.utilization_pct for g in first] == [0] * 8
+    lib.set_load(2, 75, 40 * 1024)
+    assert not await agent.refresh(now=10.0)  # a load change alone writes nothing
+    assert await agent.refresh(now=60.0)
+    load = parse_nrt(recorder.objects[-1]).load
+    assert load is not None
+    assert (load[2].utilization_pct, load[2].memory_used_mib) == (75, 40 * 1024)
+    assert load[2].memory_total_mib == DGX_H100.gpu_memory_mib

@@ -182,7 +182,7 @@ def test_network_latency_refuses_a_negative_latency() -> None:
         default_registry().build("NetworkLatency", {"latencies": {"zone-a": {"zone-b": -1}}})
 
 
-@pytest.mark.parametrize("name", ["CostAware", "TeamAffinity", "NetworkLatency"])
+@pytest.mark.parametrize("name", ["CostAware", "TeamAffinity", "NetworkLatency", "GpuLoadAware"])
 def test_reference_plugins_are_registered_and_in_no_default_list(name: str) -> None:
     from batchsched.plugins.registry import DEFAULT_PLUGINS
 
