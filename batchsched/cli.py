@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchsched", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
+    from batchsched.views.live import add_view_parsers  # live views: queue, explain, gpus
+
+    add_view_parsers(commands)
     place = commands.add_parser(
         "place",
         help="what-if: where would the pending pods go on this cluster?",
@@ -325,6 +328,10 @@ def run_simulate(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     args = build_parser().parse_args(argv)
+    if args.command in ("queue", "explain", "gpus"):
+        from batchsched.views.live import run_view
+
+        return run_view(args)
     if args.command == "place":
         return run_place(args)
     if args.command == "run":
