@@ -13,7 +13,6 @@ from pathlib import Path
 
 from batchsched.cluster_file import ClusterFileError, load_cluster
 from batchsched.expected_runtime import human_duration
-from batchsched.runtime.extender_command import add_extender_parser, run_extender
 from batchsched.whatif import DeviceObjects, WhatIfResult, devices_text, place_pending
 
 EXIT_BAD_INPUT = 2
@@ -65,11 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="elect a leader on a Lease before scheduling (default: as the config says, on)",
     )
     run.add_argument("--leader-elect-identity", dest="identity", help="lease holder identity")
-    run.add_argument(
-        "--http-address",
-        default="0.0.0.0:10251",
-        help="host:port for /healthz, /readyz and /metrics (port 0 picks a free one)",
-    )
+    from batchsched.runtime.serving_flags import add_serving_arguments
+
+    add_serving_arguments(run)
     run.add_argument("--seed", type=int, default=0, help="seed for tie-breaking")
     add_quota_arguments(run)
     run.add_argument(
@@ -83,7 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.add_argument("--log-format", default="text", choices=("text", "json"))
     add_simulate_parser(commands)
-    add_extender_parser(commands)
     return parser
 
 
@@ -198,15 +194,16 @@ def run_scheduler(args: argparse.Namespace) -> int:
     from batchsched.config import ConfigError, default_config, load_config
     from batchsched.kube.client import KubeConfigError
     from batchsched.runtime.app import RunOptions, run
+    from batchsched.runtime.serving_flags import serving_options
     from queues.config import load_quota_file
 
     configure_logging(args.log_level, args.log_format)
-    host, _, port = args.http_address.rpartition(":")
     try:
+        serving = serving_options(args)
         config = load_config(args.config) if args.config else default_config()
         if args.quota is not None:
             load_quota_file(args.quota)  # fail before connecting; the App loads it again
-    except ConfigError as err:
+    except (ConfigError, ValueError) as err:
         print(f"batchsched run: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     options = RunOptions(
@@ -214,14 +211,13 @@ def run_scheduler(args: argparse.Namespace) -> int:
         config=args.config,
         config_poll_interval=args.config_poll_interval,
         leader_elect=args.leader_elect,
-        http_host=host or "0.0.0.0",
-        http_port=int(port),
         seed=args.seed,
         identity=args.identity,
         quota=args.quota,
         quota_configmap=args.quota_configmap,
         quota_poll_interval=args.quota_poll_interval,
         preemption_min_runtime=args.preemption_min_runtime,
+        **serving,  # type: ignore[arg-type]
     )
     try:
         return asyncio.run(run(options, config))
@@ -340,8 +336,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_scheduler(args)
     if args.command == "simulate":
         return run_simulate(args)
-    if args.command == "extender":
-        return run_extender(args)
     return EXIT_BAD_INPUT
 
 

@@ -67,7 +67,8 @@ class Batchsched:
         self.log_path = log_path
         run = [
             "-m", "batchsched.cli", "run", "--kubeconfig", str(kubeconfig),
-            "--no-leader-elect", "--http-address", "127.0.0.1:0", *extra_args,
+            "--no-leader-elect", "--http-address", "127.0.0.1:0", "--secure-port", "0",
+            *extra_args,
         ]  # fmt: skip
         profiler = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self._argv = [sys.executable, *profiler, *run]

@@ -50,7 +50,7 @@ from batchsched.runtime.app_housekeeping import Housekeeping
 from batchsched.runtime.app_invalid import InvalidObjects
 from batchsched.runtime.app_options import RunOptions
 from batchsched.runtime.app_quotas import Patch, QuotaFile, Quotas
-from batchsched.runtime.app_serving import throttle_client
+from batchsched.runtime.app_serving import start_serving, throttle_client
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import (
     NodeEvents,
@@ -63,7 +63,7 @@ from batchsched.runtime.preemption_notes import NotePublisher
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.quota_reload import QuotaReloader
 from batchsched.runtime.scheduler import Scheduler
-from batchsched.runtime.server import serve
+from batchsched.runtime.server import RunningServer
 from batchsched.runtime.tenant_wiring import tenant_queues
 from gpu.nrt import parse_nrt
 from queues.model import QuotaPolicy
@@ -90,7 +90,8 @@ class App:
     def __init__(self, options: RunOptions, config: SchedulerConfig, api: ApiClient) -> None:
         self.options = options
         self._stop = asyncio.Event()
-        self.http_port = 0
+        self._api = api
+        self.servers: dict[str, RunningServer] = {}  # "http", "https": what is listening
         clock = SystemClock()
         self.metrics = SchedulerMetrics()
         throttle_client(api, config.client_connection, self.metrics)
@@ -327,16 +328,7 @@ class App:
 
     async def run(self) -> int:
         """Serve until SIGTERM/SIGINT (exit 0) or lost leadership (exit 1)."""
-        server = await serve(
-            self.options.http_host,
-            self.options.http_port,
-            health=self.health,
-            ready=self.ready,
-            metrics=self.metrics,
-            leader=self.leading,
-        )
-        self.http_port = server.port
-        logger.info("serving http port=%d", server.port)
+        self.servers = await start_serving(self, self._api)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
@@ -345,7 +337,8 @@ class App:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            await server.close()
+            for server in self.servers.values():
+                await server.close()
 
     async def _run_until(self, stop: asyncio.Event) -> int:
         try:

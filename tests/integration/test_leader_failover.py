@@ -65,6 +65,8 @@ class Replica:
                 identity,
                 "--http-address",
                 f"127.0.0.1:{self.port}",
+                "--secure-port",  # two replicas on one host: only the plain port is read
+                "0",
             ],
             stdout=subprocess.DEVNULL,
             stderr=log.open("w"),
