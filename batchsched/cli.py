@@ -13,6 +13,7 @@ from pathlib import Path
 
 from batchsched.cluster_file import ClusterFileError, load_cluster
 from batchsched.expected_runtime import human_duration
+from batchsched.runtime.extender_command import add_extender_parser, run_extender
 from batchsched.whatif import DeviceObjects, WhatIfResult, devices_text, place_pending
 
 EXIT_BAD_INPUT = 2
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.add_argument("--log-format", default="text", choices=("text", "json"))
     add_simulate_parser(commands)
+    add_extender_parser(commands)
     return parser
 
 
@@ -336,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_scheduler(args)
     if args.command == "simulate":
         return run_simulate(args)
+    if args.command == "extender":
+        return run_extender(args)
     return EXIT_BAD_INPUT
 
 
