@@ -1,7 +1,7 @@
 """`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
 `... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`,
 `... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`, `... bench topology`,
-`... bench topology-e2e --racks 64`."""
+`... bench topology-e2e --racks 64`, `... bench extender --nodes 16 --pods 64`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from batchsched.bench import (
     e2e_gang,
     e2e_preemption,
     e2e_topology,
+    extender,
     fuzz,
     gang_core,
     parse,
@@ -43,6 +44,7 @@ def main() -> int:
     e2e_topology.add_parser(commands)
     fuzz.add_parser(commands)
     chaos.add_parser(commands)
+    extender.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
 
