@@ -284,6 +284,10 @@ def leader_config_yaml(lease_s: float, renew_s: float, retry_s: float, lease_nam
         f"  retryPeriod: {int(retry_s * 1000)}ms\n"
         "  resourceNamespace: kube-system\n"
         f"  resourceName: {lease_name}\n"
+        # kube-scheduler in the same plane runs with QPS/burst 5000; so do the replicas
+        "clientConnection:\n"
+        "  qps: 5000\n"
+        "  burst: 5000\n"
         "profiles:\n"
         f"- schedulerName: {SCHEDULER_NAME}\n"
     )

@@ -31,6 +31,17 @@ _POLL_S: Final = 0.1
 _PORT_LINE: Final = re.compile(rb"serving http port=(\d+)")
 _POD_WATCH_RETRY: Final = "informer retry kind=Pod "
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
+# The control plane script runs kube-scheduler with client QPS and burst 5000 (as kube's
+# scheduler_perf does); batchsched gets the same, not kube's production default of 50/100.
+BENCH_CONFIG: Final = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  qps: 5000
+  burst: 5000
+profiles:
+- schedulerName: gpu-scheduler
+"""
 
 
 class _AliveCheck(Protocol):
@@ -65,6 +76,10 @@ class Batchsched:
     ) -> None:
         """`extra_args` go after the defaults, so they win (`--leader-elect`, `--quota`)."""
         self.log_path = log_path
+        if "--config" not in extra_args:  # the same client rate limit as kube-scheduler's
+            config = log_path.parent / "batchsched-config.yaml"
+            config.write_text(BENCH_CONFIG)
+            extra_args = ("--config", str(config), *extra_args)
         run = [
             "-m", "batchsched.cli", "run", "--kubeconfig", str(kubeconfig),
             "--no-leader-elect", "--http-address", "127.0.0.1:0", "--secure-port", "0",

@@ -224,13 +224,15 @@ async def request_json(
     A write (any method but GET) is refused with `NotLeading` when the client is fenced
     (`fence_writes`) and its replica does not hold the Lease; `fenced=False` is for the
     Lease itself."""
-    if fenced and method != "GET":
-        timeout = min(timeout, _fence_window(api, method, path))
     deadline = time.monotonic() + timeout
     headers = {"Accept": JSON, "Content-Type": content_type}
     retries = 0
     while True:
         await _wait_for_token(api)
+        if fenced and method != "GET":
+            # Asked when the request leaves, after the token: a write that waited its turn
+            # in the bucket (or out a Retry-After) must still end within the window.
+            deadline = min(deadline, time.monotonic() + _fence_window(api, method, path))
         status, data, answer_headers = await _send(
             api, method, path, list(query), headers, body, deadline - time.monotonic()
         )

@@ -64,3 +64,29 @@ async def test_a_write_must_be_done_within_the_window_the_fence_gives() -> None:
         with pytest.raises(ApiUnavailable):
             await request_json(api_client, "POST", "/api/v1/x", body={}, timeout=30)
         assert time.monotonic() - started < 5
+
+
+async def test_a_write_asks_the_fence_after_its_turn_in_the_rate_limit_not_before(
+    api: client.ApiClient,
+) -> None:
+    """A write that waited in the token bucket must not use a window taken before the wait:
+    leadership may have been lost meanwhile."""
+    from batchsched.kube.client import Throttle, limit_requests
+    from batchsched.kube.throttle import TokenBucket
+
+    order: list[str] = []
+
+    class Recording(TokenBucket):
+        def reserve(self) -> float:
+            order.append("token")
+            return super().reserve()
+
+    def window() -> float:
+        order.append("fence")
+        return 0.0
+
+    limit_requests(api, Throttle(Recording(1000.0, 1, now=lambda: 0.0)))
+    fence_writes(api, window)
+    with pytest.raises(NotLeading):
+        await request_json(api, "POST", "/api/v1/x", body={})
+    assert order == ["token", "fence"]
