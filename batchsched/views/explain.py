@@ -18,6 +18,7 @@ from batchsched.cycle.cycle import schedule_workload
 from batchsched.cycle.decision import Bind, Reject, Wait
 from batchsched.cycle.policies import SnapshotHandle
 from batchsched.cycle.workload import Workload, pod_key
+from batchsched.expected_runtime import human_duration
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView, pod_group_of
@@ -26,7 +27,7 @@ from batchsched.model.pod import PodView
 from batchsched.preemption.model import NoPlan, PreemptionRequest
 from batchsched.preemption.planner import plan_preemption
 from batchsched.snapshot import Snapshot
-from batchsched.views.queue import queue_view, short_reason, tenant_layer
+from batchsched.views.queue import QueueRow, blocked, queue_view, short_reason, tenant_layer
 from batchsched.views.state import LiveState, groups_by_key, snapshot_of
 from gpu.requests import InvalidGpuRequest, gpu_request
 from gpu.topology import MILLI_PER_GPU
@@ -117,9 +118,7 @@ def explain(
     quota = "admitted" if admission.admitted else admission.reason
     preemption = _preemption(state, snapshot, runner, pods, group, bound)
     changes = what_would_change(snapshot, pods, group, bound, cycle, quota, preemption)
-    start = "unknown (no running pod has an expected runtime)"
-    if row is not None and row.start_in_s is not None:
-        start = f"in {row.start_in_s:.0f}s ({row.start_source})"
+    start = _start_text(row)
     gang = None
     if key is not None:
         domain = ""
@@ -139,12 +138,24 @@ def explain(
         position=row.position if row is not None else None,
         gang=gang,
         nodes=nodes,
-        cycle=cycle or short_reason(state, layer, group, key, pods),
+        cycle=cycle or short_reason(state, layer, groups, pods),
         quota=quota,
         start=start,
         preemption=preemption,
         changes=changes,
     )
+
+
+def _start_text(row: QueueRow | None) -> str:
+    if row is None:
+        return "unknown: not in the queue"
+    if row.start_in_s is not None:
+        when = "now" if row.start_in_s < 1 else f"in {human_duration(row.start_in_s)}"
+        source = "published by the leader" if row.start_source == "published" else "planned"
+        return f"{when} ({source})"
+    if blocked(row.reason):
+        return "not planned: it waits for its quota or its members first"
+    return "unknown: the pods it waits for (or those ahead of it) have no expected runtime"
 
 
 def _node_verdict(snapshot: Snapshot, runner: ProfileRunner, pod: PodView) -> str:
@@ -200,7 +211,7 @@ def _preemption(
 ) -> str:
     """The scheduler's preemption planner, read-only: whom it would evict, or why none."""
     if any(p.preemption_policy == "Never" for p in pods):
-        return "not attempted: preemptionPolicy is Never"
+        return "not attempted, preemptionPolicy is Never"
     gang_of = {p.uid: k for p in state.pods if p.node_name and (k := pod_group_of(p)) is not None}
     groups = groups_by_key(state)
     counted: dict[str, int] = {}
@@ -229,7 +240,7 @@ def _preemption(
     finally:
         trial.discard()
     if isinstance(answer, NoPlan):
-        return f"cannot help: {answer.reason}"
+        return answer.reason
     return answer.describe()
 
 
@@ -252,7 +263,7 @@ def what_would_change(
     if cycle.startswith("would bind") or not cycle:
         return tuple(out)
     out.extend(_gpu_shortfall(snapshot, pods))
-    if not preemption.startswith("cannot") and not preemption.startswith("not attempted"):
+    if preemption.startswith("preempting"):
         out.append(f"or evict lower-priority work: {preemption}")
     return tuple(out)
 

@@ -257,4 +257,3 @@ def scheduled_messages(pods: Sequence[Mapping[str, object]]) -> dict[str, str]:
             ):
                 out[_name(pod)] = str(condition.get("message") or condition.get("reason") or "")
     return out
-

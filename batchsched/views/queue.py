@@ -137,17 +137,24 @@ def queue_view(
     layer = tenant_layer(state, profiles, policy)
     workloads = try_order(state, profiles, layer)
     groups = groups_by_key(state)
+    reasons = [short_reason(state, layer, groups, pods) for pods in workloads]
+    # Only what may start gets a place on the timeline, as only that gets a reservation in
+    # the scheduler: a workload its quota refuses, or short of members, waits for that first.
+    runnable = [p for p, why in zip(workloads, reasons, strict=True) if not blocked(why)]
     runners = {name: ProfileRunner(profile, seed) for name, profile in profiles.items()}
-    planned = estimate_starts(
-        snapshot_of(state), workloads, frozenset(), runners, groups, state.now
-    )
+    planned = estimate_starts(snapshot_of(state), runnable, frozenset(), runners, groups, state.now)
     rows: list[QueueRow] = []
     per_tenant: dict[str, int] = {}
-    for index, pods in enumerate(workloads, start=1):
+    for index, (pods, why) in enumerate(zip(workloads, reasons, strict=True), start=1):
         tenant = layer.tenant_of(pods[0])
         per_tenant[tenant] = per_tenant.get(tenant, 0) + 1
-        rows.append(_row(state, layer, groups, pods, planned, index, per_tenant[tenant]))
+        rows.append(_row(state, layer, groups, pods, planned, (index, per_tenant[tenant]), why))
     return QueueView(tuple(rows), tenant_rows(layer, per_tenant, state.now))
+
+
+def blocked(reason: str) -> bool:
+    """Whether the workload waits for its quota or its members before any node matters."""
+    return reason.startswith(("quota: ", "waiting for members", "PodGroup "))
 
 
 def _row(
@@ -156,8 +163,8 @@ def _row(
     groups: Mapping[str, PodGroupView],
     pods: Sequence[PodView],
     planned: Mapping[str, float | None],
-    position: int,
-    tenant_position: int,
+    positions: tuple[int, int],
+    reason: str,
 ) -> QueueRow:
     first = pods[0]
     key = pod_group_of(first)
@@ -169,8 +176,8 @@ def _row(
     demand = gang_demand(pods, None, {})
     created = group.creation_time if group is not None else first.creation_time
     return QueueRow(
-        position=position,
-        tenant_position=tenant_position,
+        position=positions[0],
+        tenant_position=positions[1],
         tenant=layer.tenant_of(first),
         workload=key if key is not None else first.key,
         gang=key is not None,
@@ -181,18 +188,19 @@ def _row(
         age_s=max(0.0, state.now - created),
         start_in_s=start,
         start_source=source,
-        reason=short_reason(state, layer, group, key, pods),
+        reason=reason,
     )
 
 
 def short_reason(
     state: LiveState,
     layer: TenantLayer,
-    group: PodGroupView | None,
-    key: str | None,
+    groups: Mapping[str, PodGroupView],
     pods: Sequence[PodView],
 ) -> str:
     """Why it waits, in one line: missing members, then quota, then the scheduler's last word."""
+    key = pod_group_of(pods[0])
+    group = groups.get(key) if key is not None else None
     if key is not None and group is None:
         return f"PodGroup {key} not found"
     if group is not None:

@@ -117,8 +117,9 @@ def explain_text(e: Explanation) -> str:
         )
         if g.domain:
             lines.append(f"Domain:       {g.domain}")
+    nodes = "Nodes:        " if e.gang is None else "Nodes (1 member alone): "
     lines += [
-        f"Nodes:        {e.nodes}",
+        f"{nodes}{e.nodes}",
         f"Cycle:        {e.cycle}",
         f"Quota:        {e.quota}",
         f"Start:        {e.start}",

@@ -114,6 +114,8 @@ def test_queue_rows_give_reasons_quota_members_and_the_schedulers_last_message()
     assert rows["heavy/train"].reason == "waiting for members: 2/3 exist"
     assert rows["heavy/train"].gang and rows["heavy/train"].pending == 2
     assert rows["light/big"].reason.startswith("quota: ")  # 8 GPUs > light's max of 5
+    # Refused by its quota: no start is planned for it (the scheduler reserves nothing).
+    assert (rows["light/big"].start_in_s, rows["light/big"].start_source) == (None, "")
     assert rows["heavy/h-old"].reason == "0/2 nodes are available: 2 Insufficient cpu."
     assert rows["light/l-new"].gpus == 1.0
 
@@ -184,3 +186,11 @@ def test_the_gpu_view_counts_used_and_free_gpus_per_node_and_in_total() -> None:
     assert (by_node["n0"].allocatable, by_node["n0"].used, by_node["n0"].free) == (8, 4.0, 4)
     assert (by_node["n1"].used, by_node["n1"].free) == (2.0, 6)
     assert (view.allocatable, view.used, view.free) == (16, 6.0, 10)
+
+
+def test_no_start_is_planned_for_a_workload_its_quota_refuses_even_where_it_would_fit() -> None:
+    nodes = [make_node("n0").cpu("64").memory("512Gi").gpus(8).view()]
+    pods = [make_pod("big", "light").gpus(8).created(created(10)).view()]
+    (row,) = queue_view(LiveState(nodes, pods, now=NOW), profiles(), policy()).rows
+    assert row.reason.startswith("quota: tenant light would exceed its max 5")
+    assert (row.start_in_s, row.start_source) == (None, "")
