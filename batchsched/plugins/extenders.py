@@ -95,24 +95,74 @@ class Extenders:
         return min(MAX_NODE_SCORE, max(0, round(total / self.weight)))
 
 
+class BinderExtender(Protocol):
+    """The extender with a bindVerb (at most one), as the runtime wires it."""
+
+    ignorable: bool
+
+    def interested(self, pod: PodView) -> bool: ...
+
+    async def bind(self, pod: PodView, node_name: str) -> None:
+        """POST ExtenderBindingArgs; raises on an error, a timeout or an answer's Error."""
+        ...
+
+
+class ExtenderBinder:
+    """Binds through the binder extender, first at Bind: a pod it is interested in is bound
+    by it instead of DefaultBinder, as kube-scheduler does. An ignorable binder that fails
+    hands the pod on to DefaultBinder."""
+
+    name: ClassVar[str] = "ExtenderBinder"
+
+    def __init__(self, extender: BinderExtender) -> None:
+        self.extender = extender
+
+    async def bind(self, state: CycleState, pod: PodView, node_name: str) -> Status:
+        if not self.extender.interested(pod):
+            return SKIP
+        try:
+            await self.extender.bind(pod, node_name)
+        except Exception as err:  # the extender's failure, whatever it was, is the pod's
+            if self.extender.ignorable:
+                return SKIP
+            return error(f"binding {pod.key} to {node_name} through the extender: {err}")
+        return OK
+
+
 def with_extenders(
-    profiles: Mapping[str, Profile], source: VerdictSource, weight: int
+    profiles: Mapping[str, Profile],
+    source: VerdictSource | None,
+    weight: int,
+    binder: BinderExtender | None = None,
 ) -> dict[str, Profile]:
     """Every profile with Extenders last at PreFilter and Filter (extenders filter the nodes
-    the plugins passed) and at Score with `weight`, the sum of the prioritizing extenders'."""
-    plugin = Extenders(source, weight)
+    the plugins passed) and at Score with `weight`, the sum of the prioritizing extenders';
+    and with the binder extender first at Bind, when there is one."""
     built: dict[str, Profile] = {}
     for name, profile in profiles.items():
-        score = profile.score
-        if weight > 0:
-            score = (*score, WeightedScorer(plugin, weight, None))
-        built[name] = replace(
-            profile,
-            pre_filter=(*profile.pre_filter, plugin),
-            filter=(*profile.filter, plugin),
-            score=score,
-        )
+        if source is not None:
+            plugin = Extenders(source, weight)
+            score = profile.score
+            if weight > 0:
+                score = (*score, WeightedScorer(plugin, weight, None))
+            profile = replace(
+                profile,
+                pre_filter=(*profile.pre_filter, plugin),
+                filter=(*profile.filter, plugin),
+                score=score,
+            )
+        if binder is not None:
+            profile = replace(profile, bind=(ExtenderBinder(binder), *profile.bind))
+        built[name] = profile
     return built
+
+
+def binder_of(profiles: Mapping[str, Profile]) -> BinderExtender | None:
+    for profile in profiles.values():
+        for plugin in profile.bind:
+            if isinstance(plugin, ExtenderBinder):
+                return plugin.extender
+    return None
 
 
 def verdict_source(profiles: Mapping[str, Profile]) -> VerdictSource | None:

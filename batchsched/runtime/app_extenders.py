@@ -5,19 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from batchsched.config import SchedulerConfig
+from batchsched.extenders.binding import ExtenderBinding
 from batchsched.extenders.fetch import ExtenderSet
 from batchsched.framework.profile import Profile
-from batchsched.plugins.extenders import verdict_source, with_extenders
+from batchsched.plugins.extenders import binder_of, verdict_source, with_extenders
 
 
 def profiles_with_extenders(config: SchedulerConfig) -> dict[str, Profile]:
     """The config's profiles, with the Extenders plugin reading the verdicts an ExtenderSet
-    fetches before each cycle when the config names extenders that filter or prioritize."""
+    fetches before each cycle when the config names extenders that filter or prioritize, and
+    the ExtenderBinder first at Bind when one has a bindVerb."""
     profiles = config.build_profiles()
     extenders = ExtenderSet.of(config.extenders)
-    if extenders is None:
+    binder = ExtenderBinding.of(config.extenders)
+    if extenders is None and binder is None:
         return profiles
-    return with_extenders(profiles, extenders, extenders.weight)
+    weight = extenders.weight if extenders is not None else 0
+    return with_extenders(profiles, extenders, weight, binder)
 
 
 def extender_set(profiles: Mapping[str, Profile]) -> ExtenderSet | None:
@@ -29,6 +33,20 @@ def rewire(old: Mapping[str, Profile], new: Mapping[str, Profile]) -> Mapping[st
     """Reloaded profiles keep the extenders the scheduler started with (the extenders are
     read at start; a reload changes plugins and weights, not extenders)."""
     extenders = extender_set(old)
-    if extenders is None or extender_set(new) is not None:
+    binder = binder_of(old)
+    if extenders is None and binder is None:
         return new
-    return with_extenders(new, extenders, extenders.weight)
+    if extender_set(new) is not None or binder_of(new) is not None:
+        return new
+    weight = extenders.weight if extenders is not None else 0
+    return with_extenders(new, extenders, weight, binder)
+
+
+async def close_extenders(profiles: Mapping[str, Profile]) -> None:
+    """Close the extenders' HTTP sessions (made again at the next call, if there is one)."""
+    extenders = extender_set(profiles)
+    if extenders is not None:
+        await extenders.close()
+    binder = binder_of(profiles)
+    if isinstance(binder, ExtenderBinding):
+        await binder.close()

@@ -30,7 +30,7 @@ from batchsched.gang.podgroup import pod_group_of
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
 from batchsched.plugins.backfill_reservations import attach_reservation_guard
-from batchsched.runtime.app_extenders import extender_set
+from batchsched.runtime.app_extenders import close_extenders, extender_set
 from batchsched.runtime.backfill_waits import BackfillWaits
 from batchsched.runtime.binding import Binding
 from batchsched.runtime.effects import Effects
@@ -162,8 +162,7 @@ class Scheduler:
                 await asyncio.sleep(0)
         finally:
             await self.drain()
-            if self.extenders is not None:
-                await self.extenders.close()
+            await close_extenders(self.live.profiles)
 
     def runner_for(self, pod: PodView) -> ProfileRunner:
         return self.live.runner_for(pod)

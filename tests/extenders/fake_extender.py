@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -20,6 +20,8 @@ class Verdicts:
     scores: dict[str, int] = field(default_factory=dict)
     delay: float = 0.0
     calls: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+    # bind: what to do with ExtenderBindingArgs; its return is the answer's Error ("" = bound)
+    bind: Callable[[dict[str, object]], Awaitable[str]] | None = None
 
 
 def _names(args: dict[str, object]) -> list[str]:
@@ -59,9 +61,16 @@ def extender_app(verdicts: Verdicts) -> web.Application:
         scores = [{"Host": n, "Score": verdicts.scores.get(n, 0)} for n in _names(args)]
         return web.json_response(scores)
 
+    async def bind(request: web.Request) -> web.Response:
+        args = await request.json()
+        verdicts.calls.append(("bind", args))
+        error = await verdicts.bind(args) if verdicts.bind is not None else "no binder"
+        return web.json_response({"Error": error})
+
     app = web.Application()
     app.router.add_post("/filter", filter_)
     app.router.add_post("/prioritize", prioritize)
+    app.router.add_post("/bind", bind)
     return app
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import socket
 
-from batchsched.extenders.client import Breaker, ExtenderClient
+import pytest
+
+from batchsched.extenders.binding import ExtenderBinding
+from batchsched.extenders.client import Breaker, ExtenderClient, ExtenderUnavailable
 from batchsched.extenders.fetch import ExtenderSet
 from batchsched.extenders.settings import ExtenderSettings
 from tests.builders import make_node, make_pod
@@ -111,3 +114,23 @@ async def test_only_pods_asking_for_a_managed_resource_go_to_the_extender() -> N
     assert extenders.verdict(cpu_pod) is None
     assert extenders.verdict(gpu_pod) is not None
     assert [call[1]["Pod"]["metadata"]["name"] for call in seen.calls] == ["gpu", "gpu"]  # type: ignore[index]
+
+
+async def test_the_binder_extender_binds_with_the_go_field_names_and_reports_its_error() -> None:
+    answers = iter(["", "node n9 is gone"])
+
+    async def bind(args: dict[str, object]) -> str:
+        return next(answers)
+
+    seen = Verdicts(bind=bind)
+    async with serving(seen) as url:
+        binding = ExtenderBinding(ExtenderClient(_settings(url, bindVerb="bind")))
+        pod = make_pod("p", "team").view()
+        await binding.bind(pod, "n1")
+        with pytest.raises(ExtenderUnavailable, match="node n9 is gone"):
+            await binding.bind(pod, "n9")
+        await binding.close()
+    assert seen.calls[0] == (
+        "bind",
+        {"PodName": "p", "PodNamespace": "team", "PodUID": pod.uid, "Node": "n1"},
+    )

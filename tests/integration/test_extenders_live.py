@@ -9,6 +9,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from batchsched.config import SchedulerConfig, config_from_mapping
+from batchsched.kube.client import request_json
 from tests.builders import make_node, make_pod
 from tests.extenders.fake_extender import Verdicts, serving
 from tests.integration.control_plane import ControlPlane
@@ -114,3 +115,38 @@ async def test_a_non_ignorable_extender_that_is_down_keeps_pods_pending_saying_w
         message = await _scheduled_message(api, "stays")
         assert f"extender {url} filter failed" in message
         assert await node_of(api, NS, "stays") == ""
+
+
+async def test_a_binder_extender_binds_the_pods_it_manages_and_default_binder_the_rest(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await _nodes(api)
+
+    async def bind(args: dict[str, object]) -> str:
+        ns, name, node = args["PodNamespace"], args["PodName"], args["Node"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns, "uid": args["PodUID"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await request_json(api, "POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
+        return ""
+
+    verdicts = Verdicts(bind=bind)
+    async with serving(verdicts) as url:
+        config = _config(url, bindVerb="bind", managedResources=[{"name": "example.com/fpga"}])
+        async with running_scheduler(control_plane, config=config):
+            await create_pod(api, make_pod("plain").cpu("1"))
+            await wait_for(lambda: node_of(api, NS, "plain"), timeout=30, what="plain bound")
+    assert not [c for c in verdicts.calls if c[0] == "bind"]  # not managed: DefaultBinder
+    await create_node(api, make_node("fpga").cpu("8").pods(20).res("example.com/fpga", "2"))
+    async with serving(verdicts) as url:
+        config = _config(url, bindVerb="bind", managedResources=[{"name": "example.com/fpga"}])
+        async with running_scheduler(control_plane, config=config):
+            fpga = make_pod("fpga-pod").cpu("1").req("example.com/fpga", 1).obj()
+            fpga["spec"]["containers"][0]["resources"]["limits"] = {"example.com/fpga": 1}
+            await request_json(api, "POST", f"/api/v1/namespaces/{NS}/pods", body=fpga)
+            await wait_for(lambda: node_of(api, NS, "fpga-pod"), timeout=30, what="fpga bound")
+    binds = [c[1] for c in verdicts.calls if c[0] == "bind"]
+    assert [(b["PodName"], b["Node"]) for b in binds] == [("fpga-pod", "fpga")]

@@ -4,11 +4,13 @@ an extender's filter and prioritize answers."""
 from __future__ import annotations
 
 from batchsched.config import default_config
+from batchsched.framework.cycle_state import CycleState
 from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.status import Code
 from batchsched.model.pod import PodView
 from batchsched.plugins.extenders import (
     FILTERED_OUT,
+    ExtenderBinder,
     ExtenderVerdict,
     verdict_source,
     with_extenders,
@@ -80,3 +82,40 @@ def test_the_profiles_name_the_source_they_read() -> None:
     profiles = with_extenders(default_config().build_profiles(), source, 1)
     assert verdict_source(profiles) is source
     assert verdict_source(default_config().build_profiles()) is None
+
+
+class Binder:
+    def __init__(self, interested: bool, fails: bool, ignorable: bool = False) -> None:
+        self._interested, self._fails, self.ignorable = interested, fails, ignorable
+        self.bound: list[tuple[str, str]] = []
+
+    def interested(self, pod: PodView) -> bool:
+        return self._interested
+
+    async def bind(self, pod: PodView, node_name: str) -> None:
+        if self._fails:
+            raise RuntimeError("extender said no")
+        self.bound.append((pod.name, node_name))
+
+
+def test_the_binder_extender_comes_first_at_bind() -> None:
+    profiles = with_extenders(default_config().build_profiles(), None, 0, Binder(True, False))
+    bind = next(iter(profiles.values())).bind
+    assert [p.name for p in bind] == ["ExtenderBinder", "DefaultBinder"]
+
+
+async def test_the_binder_extender_binds_pods_it_wants_and_passes_the_others_on() -> None:
+    wants, declines = Binder(True, False), Binder(False, False)
+    pod = make_pod("p").view()
+    assert (await ExtenderBinder(wants).bind(CycleState(), pod, "n1")).code is Code.SUCCESS
+    assert wants.bound == [("p", "n1")]
+    assert (await ExtenderBinder(declines).bind(CycleState(), pod, "n1")).code is Code.SKIP
+
+
+async def test_a_failing_binder_extender_fails_the_binding_unless_ignorable() -> None:
+    pod = make_pod("p").view()
+    failed = await ExtenderBinder(Binder(True, True)).bind(CycleState(), pod, "n1")
+    assert failed.code is Code.ERROR
+    assert "through the extender: extender said no" in failed.message()
+    ignored = await ExtenderBinder(Binder(True, True, ignorable=True)).bind(CycleState(), pod, "n1")
+    assert ignored.code is Code.SKIP  # DefaultBinder binds it
