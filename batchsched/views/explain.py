@@ -21,6 +21,7 @@ from batchsched.cycle.workload import Workload, pod_key
 from batchsched.expected_runtime import human_duration
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
+from batchsched.gang.core import eligible_nodes
 from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.model.gang_ref import split_gang_key
 from batchsched.model.pod import PodView
@@ -117,7 +118,7 @@ def explain(
     admission = layer.admit(pods)
     quota = "admitted" if admission.admitted else admission.reason
     preemption = _preemption(state, snapshot, runner, pods, group, bound)
-    changes = what_would_change(snapshot, pods, group, bound, cycle, quota, preemption)
+    changes = what_would_change(snapshot, runner, pods, (group, bound), (cycle, quota, preemption))
     start = _start_text(row)
     gang = None
     if key is not None:
@@ -246,14 +247,15 @@ def _preemption(
 
 def what_would_change(
     snapshot: Snapshot,
+    runner: ProfileRunner,
     pods: Sequence[PodView],
-    group: PodGroupView | None,
-    bound: int,
-    cycle: str,
-    quota: str,
-    preemption: str,
+    gang: tuple[PodGroupView | None, int],
+    verdicts: tuple[str, str, str],
 ) -> tuple[str, ...]:
-    """The smallest changes that would let it start, in words."""
+    """The smallest changes that would let it start, in words. `gang`: its PodGroup and bound
+    members; `verdicts`: the cycle's, the quota's and preemption's."""
+    group, bound = gang
+    cycle, quota, preemption = verdicts
     out = []
     if group is not None and bound + len(pods) < group.min_member:
         short = group.min_member - bound - len(pods)
@@ -262,21 +264,23 @@ def what_would_change(
         out.append(f"tenant quota: {quota}")
     if cycle.startswith("would bind") or not cycle:
         return tuple(out)
-    out.extend(_gpu_shortfall(snapshot, pods))
+    out.extend(_gpu_shortfall(snapshot, runner, pods))
     if preemption.startswith("preempting"):
         out.append(f"or evict lower-priority work: {preemption}")
     return tuple(out)
 
 
-def _gpu_shortfall(snapshot: Snapshot, pods: Sequence[PodView]) -> list[str]:
-    """GPUs missing on one node for the largest member, and in the cluster for all of them."""
+def _gpu_shortfall(snapshot: Snapshot, runner: ProfileRunner, pods: Sequence[PodView]) -> list[str]:
+    """GPUs missing on one node for the largest member, and on all the nodes it may use (those
+    passing every filter but the capacity ones) for all of them."""
     try:
         needs = [gpu_request(p).count for p in pods]
     except InvalidGpuRequest:
         return []
     if not any(needs):
         return []
-    ledgers = [(i.name, i.gpu) for i in snapshot.nodes if i.gpu is not None]
+    usable = eligible_nodes(runner, pods[0], snapshot)
+    ledgers = [(i.name, i.gpu) for i in usable if i.gpu is not None]
     free = {name: sum(1 for f in g.free if f >= MILLI_PER_GPU) for name, g in ledgers}
     most = max(free.values(), default=0)
     out = []
@@ -289,6 +293,7 @@ def _gpu_shortfall(snapshot: Snapshot, pods: Sequence[PodView]) -> list[str]:
     total, idle = sum(needs), sum(free.values())
     if total > idle:
         out.append(
-            f"needs {total - idle} more GPU(s) free in the cluster ({total} asked, {idle} free)"
+            f"needs {total - idle} more GPU(s) free on the nodes it may use "
+            f"({total} asked, {idle} free)"
         )
     return out

@@ -194,3 +194,23 @@ def test_no_start_is_planned_for_a_workload_its_quota_refuses_even_where_it_woul
     (row,) = queue_view(LiveState(nodes, pods, now=NOW), profiles(), policy()).rows
     assert row.reason.startswith("quota: tenant light would exceed its max 5")
     assert (row.start_in_s, row.start_source) == (None, "")
+
+
+def test_the_gpus_missing_are_counted_only_on_nodes_the_pod_may_use() -> None:
+    product = "nvidia.com/gpu.product"
+    nodes = [
+        make_node("h100").cpu("64").memory("512Gi").gpus(8).label(product, "H100").view(),
+        make_node("l4").cpu("64").memory("512Gi").gpus(8).label(product, "L4").view(),
+    ]
+    pods = [
+        make_pod("run", "heavy").gpus(6).node("h100").phase("Running").view(),
+        make_pod("want", "heavy").gpus(4).node_selector(**{product: "H100"}).view(),
+    ]
+    state = LiveState(nodes, pods, now=NOW)
+    found = explain(
+        state, profiles(), single_tenant_policy(), find_workload(state, "want", "heavy")
+    )
+    assert found.changes == (
+        "needs 2 more GPU(s) free on one node (4 per pod; most free on one node: 2 on h100)",
+        "needs 2 more GPU(s) free on the nodes it may use (4 asked, 2 free)",
+    )
