@@ -29,7 +29,7 @@ from batchsched.config.merge import PluginResolver, check_common_queue_sort
 from batchsched.config.plugin_packages import with_packages
 from batchsched.configfile.errors import ConfigError, validation_issues
 from batchsched.configfile.yaml_source import parse_yaml, read_source, single_document
-from batchsched.extenders.settings import ExtenderSettings, check_extenders
+from batchsched.extenders.settings import ExtenderSettings, check_extenders, ignored_resources
 from batchsched.framework.profile import Profile
 from batchsched.framework.registry import (
     EnabledPlugin,
@@ -163,9 +163,10 @@ def config_from_mapping(
     invalid = check_extenders(extenders)
     if invalid is not None:
         raise ConfigError.at(*invalid)
+    profiles = _resolve_profiles(parsed, PluginResolver(registry, defaults))
     config = SchedulerConfig(
         api_version=parsed.api_version,
-        profiles=_resolve_profiles(parsed, PluginResolver(registry, defaults)),
+        profiles=_fit_ignoring(profiles, ignored_resources(extenders)),
         percentage_of_nodes_to_score=parsed.percentage_of_nodes_to_score,
         parallelism=parsed.parallelism,
         pod_initial_backoff_seconds=parsed.pod_initial_backoff_seconds,
@@ -176,6 +177,25 @@ def config_from_mapping(
     )
     config._registry = registry
     return config
+
+
+def _fit_ignoring(
+    profiles: tuple[ProfileConfig, ...], ignored: frozenset[str]
+) -> tuple[ProfileConfig, ...]:
+    """As kube-scheduler: resources an extender manages with ignoredByScheduler are added to
+    every profile's NodeResourcesFit ignoredResources (the extender accounts for them)."""
+    if not ignored:
+        return profiles
+    changed = []
+    for profile in profiles:
+        args = dict(profile.plugin_args)
+        fit = dict(args.get("NodeResourcesFit", {}))
+        have = fit.get("ignoredResources")
+        names = [str(n) for n in have] if isinstance(have, list) else []
+        fit["ignoredResources"] = [*names, *sorted(ignored - set(names))]
+        args["NodeResourcesFit"] = fit
+        changed.append(profile.model_copy(update={"plugin_args": args}))
+    return tuple(changed)
 
 
 def _resolve_profiles(doc: ConfigDocument, resolver: PluginResolver) -> tuple[ProfileConfig, ...]:

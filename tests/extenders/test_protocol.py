@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from batchsched.config import SchedulerConfig, config_from_mapping
 from batchsched.extenders.protocol import (
     FilterAnswer,
     ProtocolError,
@@ -15,7 +16,8 @@ from batchsched.extenders.protocol import (
     scaled,
 )
 from batchsched.extenders.settings import ExtenderSettings, check_extenders
-from tests.builders import make_node, make_pod
+from batchsched.framework.runner import ProfileRunner
+from tests.builders import make_node, make_pod, snapshot_of
 
 
 def test_args_to_a_node_cache_capable_extender_carry_node_names_only() -> None:
@@ -170,3 +172,22 @@ def test_two_binders_or_a_weightless_prioritizer_are_refused() -> None:
         "must be positive when prioritizeVerb is set",
     )
     assert check_extenders((_settings(prioritizeVerb="p", weight=1),)) is None
+
+
+def test_a_resource_an_extender_manages_ignored_by_scheduler_is_not_checked_by_fit() -> None:
+    def config(ignored: bool) -> SchedulerConfig:
+        resource = {"name": "example.com/fpga", "ignoredByScheduler": ignored}
+        return config_from_mapping(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "gpu-scheduler"}],
+                "extenders": [{"urlPrefix": "http://e", "managedResources": [resource]}],
+            }
+        )
+
+    snapshot = snapshot_of([make_node("n")], [])
+    pod = make_pod("p").req("example.com/fpga", 1).view()
+    for ignored, node in ((True, "n"), (False, None)):
+        profile = config(ignored).build_profiles()["gpu-scheduler"]
+        assert ProfileRunner(profile).find_node(pod, snapshot).node_name == node
