@@ -29,4 +29,3 @@ async def test_n_requests_at_qps_q_burst_b_reach_the_api_server_no_faster_than_n
     # is asserted (a slow machine may take longer, never shorter).
     assert len(answered_at) == count
     assert max(answered_at) - started >= (count - burst) / qps - 0.01
-
