@@ -37,6 +37,7 @@ class SchedulerMetrics:
         self._define_operations()
         self._define_quota()
         self._define_tenants()
+        self._define_capacity()
 
     def _define_scheduling(self) -> None:
         reg = self.registry
@@ -223,6 +224,34 @@ class SchedulerMetrics:
             "batchsched_invalid_annotations_total",
             "Annotations that could not be read (the scheduler went on without them), by name.",
             ["annotation"],
+            registry=reg,
+        )
+
+    def _define_capacity(self) -> None:
+        reg = self.registry
+        self.tenant_quota_gpus = Gauge(
+            "batchsched_tenant_quota_gpus",
+            "Each tenant's GPU quota from the quota file, by bound ('guaranteed', 'max'); a "
+            "bound the file does not name has no series.",
+            ["tenant", "bound"],
+            registry=reg,
+        )
+        self.node_gpus = Gauge(
+            "batchsched_node_gpus",
+            "GPUs (nvidia.com/gpu) per node as the scheduler's cache sees them, by GPU model "
+            "and state ('allocatable', 'allocated').",
+            ["node", "model", "state"],
+            registry=reg,
+        )
+        self.gangs_pending = Gauge(
+            "batchsched_gangs_pending",
+            "PodGroups with at least one member in the scheduling queue.",
+            registry=reg,
+        )
+        self.gang_oldest_pending = Gauge(
+            "batchsched_gang_oldest_pending_seconds",
+            "Age (since creation) of the oldest pod still queued that belongs to a PodGroup; "
+            "0 when no gang member is queued.",
             registry=reg,
         )
 

@@ -69,6 +69,7 @@ class TenantLayer:
         self._capacity: dict[str, int] | None = None
         self._capacity_version = 0
         self._warned: set[str] = set()
+        self._publish_quotas()
 
     def attach(self, snapshot: Snapshot) -> None:
         """The live snapshot: capacity and GPU models come from its nodes."""
@@ -106,6 +107,7 @@ class TenantLayer:
         started = dict(self.started)
         self.policy = policy
         self.ledger = UsageLedger(policy.half_life_s, self.clock.now())
+        self._publish_quotas()
         self.in_use = {}
         self._counted.clear()
         self._pods.clear()
@@ -296,6 +298,20 @@ class TenantLayer:
         for node in self.policy.path(tenant):
             gpus = self.ledger.current(node.name).get(GPU, 0) / MILLI_PER_GPU
             self.metrics.tenant_gpus.labels(tenant=node.name).set(gpus)
+
+    def _publish_quotas(self) -> None:
+        """Every tenant's GPU bounds, at start and after each reload (cleared first, so a
+        tenant or a bound the new file drops leaves no stale series)."""
+        if self.metrics is None:
+            return
+        self.metrics.tenant_quota_gpus.clear()
+        for tenant in self.policy.tenants.values():
+            for bound, amounts in (("guaranteed", tenant.guaranteed), ("max", tenant.max)):
+                if GPU in amounts:
+                    quota = amounts[GPU] / MILLI_PER_GPU
+                    self.metrics.tenant_quota_gpus.labels(tenant=tenant.name, bound=bound).set(
+                        quota
+                    )
 
 
 def _names(pods: Iterable[PodView]) -> str:

@@ -120,6 +120,22 @@ def test_the_tenant_gpu_gauge_follows_usage_of_team_and_organisation() -> None:
     assert (gauge(TEAM_A), gauge(ORG)) == (0.0, 1.0)
 
 
+def test_the_quota_gauge_shows_the_gpu_bounds_the_quota_file_names() -> None:
+    h = harness(policy(max_a=4))
+    h.cache.add_pod(gpu_pod("a", "ns-a", 2).node("n1").view())
+
+    def bound(tenant: str, which: str) -> float | None:
+        sample = "batchsched_tenant_quota_gpus"
+        return h.metrics.registry.get_sample_value(sample, {"tenant": tenant, "bound": which})
+
+    assert bound(TEAM_A, "max") == 4.0
+    assert bound(TEAM_A, "guaranteed") is None  # not in the file: no series, not a 0
+    h.layer.set_policy(policy(max_a=6))
+    assert bound(TEAM_A, "max") == 6.0
+    h.layer.set_policy(policy())
+    assert bound(TEAM_A, "max") is None
+
+
 Step = tuple[str, int, str, int]
 steps = st.lists(
     st.tuples(
