@@ -314,8 +314,11 @@ def deployed_args(core: list[dict[str, Any]], directory: Path, port: int) -> lis
             arg = f"{flag}={local}"
         elif flag == "--http-address":
             arg = f"{flag}=127.0.0.1:{port}"
+        elif flag == "--secure-port":
+            continue
         args.append(arg)
-    return args
+    # The secure port (default 10259) is off here: runs share this host, the plain one is read.
+    return [*args, "--secure-port=0"]
 
 
 async def node_of(api: client.ApiClient, name: str) -> str:
