@@ -20,7 +20,7 @@ def add_extender_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
         description="Watch the cluster read-only and answer kube-scheduler's extender calls "
         "(urlPrefix http://ADDRESS, filterVerb filter, prioritizeVerb prioritize) with "
         "batchsched's GPU topology and fragmentation scoring on the live cache. Without "
-        "--config the profile is GpuTopology alone.",
+        "--config the profile is GpuTopology and DynamicResources.",
     )
     ext.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster)")
     ext.add_argument(

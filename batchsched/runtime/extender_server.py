@@ -3,10 +3,12 @@
 It watches the cluster with the informers and cache of `batchsched run` (read-only: list and
 watch, no scheduling loop, no writes, no leader election) and answers kube-scheduler's filter
 and prioritize calls (k8s.io/kube-scheduler/extender/v1) with a profile's plugins on the live
-snapshot (batchsched/extenders/answer.py): by default GpuTopology alone, so kube-scheduler
-gets batchsched's NVLink-aware GPU-set check and fragmentation-aware scoring while it keeps
-its own plugins, binding and preemption. Until the Node and Pod informers have synced, filter
-answers an Error (an `ignorable` extender is then skipped) rather than judge on an empty cache.
+snapshot (batchsched/extenders/answer.py): by default GpuTopology and DynamicResources, so
+kube-scheduler gets batchsched's NVLink-aware GPU-set check and fragmentation-aware scoring,
+and for pods with ResourceClaims the nodes where batchsched's allocator finds devices (best
+NVLink/PCIe set first), while it keeps its own plugins, allocation, binding and preemption.
+Until the Node and Pod informers have synced, filter answers an Error (an `ignorable`
+extender is then skipped) rather than judge on an empty cache.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ NOT_SYNCED: Final = "batchsched extender: informers not synced yet"
 
 
 def extender_config() -> SchedulerConfig:
-    """The default: one profile whose only filter and score plugin is GpuTopology (a queue
-    sort and a binder are required of every profile; the extender uses neither)."""
-    enabled = [{"name": n} for n in ("PrioritySort", "GpuTopology", "DefaultBinder")]
+    """The default: one profile whose filter and score plugins are GpuTopology and
+    DynamicResources (a queue sort and a binder are required of every profile; the extender
+    uses neither, nor Reserve and PreBind)."""
+    names = ("PrioritySort", "GpuTopology", "DynamicResources", "DefaultBinder")
+    enabled = [{"name": n} for n in names]
     plugins = {"multiPoint": {"enabled": enabled, "disabled": [{"name": "*"}]}}
     return config_from_mapping(
         {
