@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The versioned release manifests, rendered from deploy/'s kustomizations with the image tag
 # set to the package's version (pyproject.toml), and the Helm chart's copies of deploy/'s
-# CRDs and dashboard:
+# CRDs, dashboard and alert rules:
 #
 #   scripts/release.sh    # write deploy/release/batchsched.yaml (everything deploy/ installs)
 #                         # and deploy/release/batchsched-monitoring.yaml (deploy/monitoring),
-#                         # copy deploy/crds and the dashboard into deploy/helm/batchsched
+#                         # copy deploy/crds, the dashboard and the alert rules into
+#                         # deploy/helm/batchsched
 #
 #   scripts/release.sh --out DIR   # only the two manifests, into DIR (the tests compare them)
 #
@@ -69,4 +70,5 @@ render deploy/monitoring "$OUT/batchsched-monitoring.yaml" \
 rm -f "$CHART"/crds/*.yaml
 cp deploy/crds/*.yaml "$CHART/crds/"
 cp deploy/monitoring/dashboards/batchsched.json "$CHART/files/dashboard.json"
-echo "copied deploy/crds and the dashboard into $CHART"
+cp deploy/monitoring/prometheusrule.yaml "$CHART/files/prometheusrule.yaml"
+echo "copied deploy/crds, the dashboard and the alert rules into $CHART"

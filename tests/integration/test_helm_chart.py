@@ -160,7 +160,7 @@ def test_the_namespace_value_moves_every_namespaced_object_and_reference(helm: P
     bindings = objects_of(objects, "ClusterRoleBinding") + objects_of(objects, "RoleBinding")
     monitors = objects_of(objects, "ServiceMonitor")
     assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-ops"}
-    assert len(namespaced) == 14
+    assert len(namespaced) == 15
     assert only(objects, "Namespace", "gpu-ops")
     assert {s["namespace"] for b in bindings for s in b["subjects"]} == {"gpu-ops"}
     assert scheduler_config(objects)["leaderElection"]["resourceNamespace"] == "gpu-ops"
@@ -261,15 +261,30 @@ def test_scheduler_config_quota_file_and_resources_come_from_values(
     }
 
 
-def test_service_monitor_labels_come_from_values(helm: Path) -> None:
+def test_service_monitor_and_alert_rule_labels_come_from_values(helm: Path) -> None:
     objects = template(
         helm, "--set", "monitoring.enabled=true",
-        "--set", "monitoring.serviceMonitor.labels.release=kube-prometheus-stack",
+        "--set", "monitoring.serviceMonitor.labels.release=prom-a",
+        "--set", "monitoring.prometheusRule.labels.release=prom-b",
     )  # fmt: skip
 
     monitors = objects_of(objects, "ServiceMonitor")
+    rules = objects_of(objects, "PrometheusRule")
     assert len(monitors) == 2
-    assert {m["metadata"]["labels"]["release"] for m in monitors} == {"kube-prometheus-stack"}
+    assert {m["metadata"]["labels"]["release"] for m in monitors} == {"prom-a"}
+    assert [r["metadata"]["labels"]["release"] for r in rules] == ["prom-b"]
+
+
+def test_the_alert_rules_keep_prometheus_templates_and_can_be_left_out(helm: Path) -> None:
+    with_rules = template(helm, "--set", "monitoring.enabled=true")
+    without = template(
+        helm, "--set", "monitoring.enabled=true", "--set", "monitoring.prometheusRule.enabled=false"
+    )
+
+    rules = only(with_rules, "PrometheusRule", "batchsched")
+    assert "{{ $value" in yaml.safe_dump(rules["spec"])  # Prometheus's, left alone by Helm
+    assert objects_of(without, "PrometheusRule") == []
+    assert len(objects_of(without, "ServiceMonitor")) == 2
 
 
 def test_the_agent_can_be_left_out(helm: Path) -> None:

@@ -64,6 +64,7 @@ def test_the_manifest_names_the_version_and_runs_that_image() -> None:
     [
         *((CHART / "crds" / p.name, p) for p in sorted((ROOT / "deploy" / "crds").glob("*.yaml"))),
         (CHART / "files" / "dashboard.json", ROOT / "deploy/monitoring/dashboards/batchsched.json"),
+        (CHART / "files" / "prometheusrule.yaml", ROOT / "deploy/monitoring/prometheusrule.yaml"),
     ],
     ids=lambda p: p.name,
 )
