@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,7 @@ from batchsched.cli import main
 from batchsched.kube.client import request_json
 from batchsched.runtime.app import RunOptions
 from tests.builders import PodBuilder, make_node, make_pod
-from tests.integration.control_plane import ControlPlane
+from tests.integration.control_plane import ROOT, ControlPlane
 from tests.integration.helpers import create_node, create_pod, wait_for
 from tests.integration.live import node_of, running_scheduler
 
@@ -139,3 +143,45 @@ async def test_the_gpu_view_counts_what_pods_hold_per_node_and_in_total(
     assert (view["allocatable"], view["used"], view["free"]) == (12, 4.0, 8)
     code, out, _ = await run_command(capsys, control_plane, "gpus")
     assert code == 0 and out.splitlines()[-1].split()[:4] == ["TOTAL", "12", "4", "8"]
+
+
+def plugin_shim(directory: Path) -> Path:
+    """What pip installs for pyproject's `kubectl-batchsched` entry point: an executable of
+    that name on PATH that calls it."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["kubectl-batchsched"].partition(":")
+    shim = directory / "kubectl-batchsched"
+    shim.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom {module} import {function}\nsys.exit({function}())\n"
+    )
+    shim.chmod(0o755)
+    return shim
+
+
+async def test_kubectl_runs_the_views_as_its_batchsched_plugin(
+    api: client.ApiClient, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    await cluster(api)
+    plugin_shim(tmp_path)
+    path = f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}"
+    # This checkout's batchsched, not whichever the interpreter may have installed.
+    env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
+    kubectl = str(control_plane.bin_dir / "kubectl")
+    listed = await asyncio.to_thread(
+        subprocess.run, [kubectl, "plugin", "list"], env=env, capture_output=True, text=True
+    )
+    assert str(tmp_path / "kubectl-batchsched") in listed.stdout, listed.stderr
+    argv = [
+        kubectl,
+        "batchsched",
+        "gpus",
+        "-o",
+        "json",
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+    ]
+    done = await asyncio.to_thread(
+        subprocess.run, argv, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["used"] == 4.0
