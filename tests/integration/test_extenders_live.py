@@ -87,6 +87,9 @@ async def test_extender_scores_choose_among_nodes_it_allows(
     api: client.ApiClient, control_plane: ControlPlane
 ) -> None:
     await _nodes(api)
+    # n2 half full: the in-process scorers (LeastAllocated) prefer n1 or n3; the extender's
+    # 10 * weight 5 * 10 outweighs them.
+    await create_pod(api, make_pod("filler").cpu("4").set("spec.nodeName", "n2"))
     verdicts = Verdicts(scores={"n1": 0, "n2": 10, "n3": 3})
     async with serving(verdicts) as url, running_scheduler(control_plane, config=_config(url)):
         await create_pod(api, make_pod("scored").cpu("1"))
