@@ -84,15 +84,15 @@ class ProfileRunner:
 
     def __init__(self, profile: Profile, seed: int = 0) -> None:
         self.profile = profile
-        self._rng = random.Random(seed)
-        self._next_start = 0
+        self.rng = random.Random(seed)
+        self.next_start = 0
 
     def mark(self) -> RunnerMark:
-        return RunnerMark(self._rng.getstate(), self._next_start)
+        return RunnerMark(self.rng.getstate(), self.next_start)
 
     def rewind(self, mark: RunnerMark) -> None:
-        self._rng.setstate(mark.rng_state)
-        self._next_start = mark.next_start
+        self.rng.setstate(mark.rng_state)
+        self.next_start = mark.next_start
 
     def schedule_one(
         self, pod: PodView, snapshot: Snapshot, within: Within | None = None
@@ -141,7 +141,7 @@ class ProfileRunner:
             return ScheduleResult(
                 pod, unresolvable("no nodes available to schedule pods"), state=state
             )
-        candidates, left_out = self._run_pre_filter(state, pod, snapshot, within)
+        candidates, left_out = self.run_pre_filter(state, pod, snapshot, within)
         if isinstance(candidates, Status):
             failure = FitError(pod, total, {}, candidates.message())
             # kube: a PreFilter's UnschedulableAndUnresolvable marks every node so; no
@@ -167,7 +167,7 @@ class ProfileRunner:
             state=state,
         )
 
-    def _run_pre_filter(
+    def run_pre_filter(
         self, state: CycleState, pod: PodView, snapshot: Snapshot, within: Within | None = None
     ) -> tuple[Sequence[NodeInfo] | Status, Callable[[], dict[str, Status]]]:
         """The nodes to filter, and a function giving the statuses of those PreFilter (or
@@ -205,7 +205,7 @@ class ProfileRunner:
         failed: dict[str, Status] = {}
         count = len(nodes)
         whole = count == total
-        start = self._next_start % count if whole else 0
+        start = self.next_start % count if whole else 0
         processed = 0
         success = Code.SUCCESS
         if wanted >= count:
@@ -226,7 +226,7 @@ class ProfileRunner:
                 if len(feasible) >= wanted:
                     break
         if whole:
-            self._next_start = (start + processed) % count
+            self.next_start = (start + processed) % count
         return feasible, failed, processed
 
     def _best(
@@ -266,7 +266,7 @@ class ProfileRunner:
         """A uniformly random node among the best, drawn from the seeded generator."""
         best = max(totals)
         ties = [i for i, value in enumerate(totals) if value == best]
-        return nodes[ties[0] if len(ties) == 1 else ties[self._rng.randrange(len(ties))]]
+        return nodes[ties[0] if len(ties) == 1 else ties[self.rng.randrange(len(ties))]]
 
     def _failed(
         self,

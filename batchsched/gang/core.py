@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.members import Batching, GangMembers
 from batchsched.framework.runner import ProfileRunner, ScheduleResult, Within
 from batchsched.framework.status import Code, is_ok
 from batchsched.gang.podgroup import PodGroupView
@@ -79,13 +80,15 @@ def schedule_gang(
     waiting: Mapping[str, Sequence[Reservation]] | None = None,
     hold_incomplete: bool = True,
     within: Within | None = None,
+    batching: Batching = "auto",
 ) -> GangDecision:
     """One gang cycle. `waiting` holds other gangs' reservations that may be released;
-    `within`, where given, is the only nodes the members may go to (a topology domain)."""
+    `within`, where given, is the only nodes the members may go to (a topology domain);
+    `batching` is GangMembers' (identical members reuse filter and score results)."""
     too_big = _exceeds_cluster(request, snapshot)
     if too_big:
         return GangDecision(request.key, Outcome.REJECT, unplaced=request.pending, message=too_big)
-    decision = _attempt(request, snapshot, runner, hold_incomplete, within)
+    decision = _attempt(request, snapshot, runner, hold_incomplete, within, batching)
     others = {k: v for k, v in (waiting or {}).items() if k != request.key and v}
     if decision.outcome is not Outcome.REJECT or request.existing < request.group.min_member:
         return decision
@@ -96,7 +99,7 @@ def schedule_gang(
     for reservations in others.values():
         for reservation in reservations:
             snapshot.forget(reservation.pod)
-    retry = _attempt(request, snapshot, runner, hold_incomplete, within)
+    retry = _attempt(request, snapshot, runner, hold_incomplete, within, batching)
     if retry.outcome is Outcome.BIND:
         trial.commit()
         return GangDecision(
@@ -118,6 +121,7 @@ def _attempt(
     runner: ProfileRunner,
     hold_incomplete: bool,
     within: Within | None = None,
+    batching: Batching = "auto",
 ) -> GangDecision:
     group = request.group
     need = group.min_member
@@ -126,9 +130,11 @@ def _attempt(
     placed: list[Reservation] = []
     results: dict[str, ScheduleResult] = {}
     left = len(request.pending)
+    # Members sharing a scheduling signature reuse one another's filter and score results.
+    members = GangMembers(runner, snapshot, request.pending, within, batching)
     for pod in request.pending:
         left -= 1
-        result = runner.schedule_one(pod, snapshot, within)
+        result = members.schedule(pod)
         results[pod.uid] = result
         if result.placed and result.node_name is not None:
             placed.append(Reservation(_counted(snapshot, pod), result.node_name))

@@ -118,7 +118,7 @@ def test_filtering_stops_once_enough_feasible_nodes_are_found_and_rotates_the_st
     runner.find_node(make_pod("b").view(), snap)
     assert filt.calls == 100
     # the second cycle started where the first stopped, so it never saw n0..n99
-    assert runner._next_start == 0
+    assert runner.next_start == 0
 
 
 def test_failure_message_aggregates_reasons_like_kube_scheduler() -> None:

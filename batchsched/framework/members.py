@@ -1,0 +1,81 @@
+"""A gang trial's members scheduled one by one, identical ones through a SignatureBatch."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Literal
+
+from batchsched.framework.batch import SignatureBatch, build_batch, signature
+from batchsched.framework.runner import (
+    ProfileRunner,
+    ScheduleResult,
+    Within,
+    num_feasible_nodes_to_find,
+)
+from batchsched.model.pod import PodView
+from batchsched.snapshot import Snapshot
+
+Batching = Literal["auto", "always", "never"]
+
+
+class GangMembers:
+    """Schedules a gang trial's members one by one, batching those that share a signature.
+
+    `batching`: "auto" batches a signature when its members' samples would cover the candidate
+    nodes more than once between them (fewer members would each filter fresh nodes anyway, so
+    the kept results would never be read again); "always" and "never" are for tests."""
+
+    __slots__ = ("_batches", "_batching", "_members", "_runner", "_snapshot", "_within", "batched")
+
+    def __init__(
+        self,
+        runner: ProfileRunner,
+        snapshot: Snapshot,
+        pending: Sequence[PodView],
+        within: Within | None = None,
+        batching: Batching = "auto",
+    ) -> None:
+        self._runner, self._snapshot, self._within = runner, snapshot, within
+        self._batching = batching
+        self.batched = 0  # members answered from kept results (tests and profiling read it)
+        self._members: dict[Hashable, int] = {}
+        if batching != "never":
+            for pod in pending:
+                key = signature(pod)
+                if key is not None:
+                    self._members[key] = self._members.get(key, 0) + 1
+        self._batches: dict[Hashable, SignatureBatch | None] = {}
+
+    def schedule(self, pod: PodView) -> ScheduleResult:
+        """What runner.schedule_one(pod, snapshot, within) would return, the same way."""
+        key = signature(pod) if self._members else None
+        batch = self._batch_for(key, pod) if key is not None else None
+        result = batch.schedule(pod) if batch is not None else None
+        if result is not None:
+            self.batched += 1
+        else:
+            if batch is not None:
+                self._batches[key] = None  # the runner answers for this signature from now on
+            result = self._runner.schedule_one(pod, self._snapshot, self._within)
+        if result.node_name is not None:
+            # The node this pod went to (or was tried on) changed for every other signature.
+            for other in self._batches.values():
+                if other is not None:
+                    other.changed(result.node_name)
+        return result
+
+    def _batch_for(self, key: Hashable, pod: PodView) -> SignatureBatch | None:
+        if key in self._batches:
+            return self._batches[key]
+        batch: SignatureBatch | None = None
+        members = self._members.get(key, 0)
+        if members >= 2 and (self._batching == "always" or self._worth_it(members)):
+            batch = build_batch(self._runner, pod, self._snapshot, self._within)
+        self._batches[key] = batch
+        return batch
+
+    def _worth_it(self, members: int) -> bool:
+        nodes = len(self._snapshot) if self._within is None else len(self._within.nodes)
+        percentage = self._runner.profile.percentage_of_nodes_to_score
+        wanted = num_feasible_nodes_to_find(percentage, nodes)
+        return members * min(wanted, nodes) > nodes
