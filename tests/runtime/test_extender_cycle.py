@@ -1,0 +1,80 @@
+"""The live loop asking a real (loopback) extender before each cycle: a lone pod and every
+pending member of a gang get its verdicts, and the cycle places them accordingly."""
+
+from __future__ import annotations
+
+from batchsched.cache import SchedulerCache
+from batchsched.clock import FakeClock
+from batchsched.config import default_config
+from batchsched.extenders.client import ExtenderClient
+from batchsched.extenders.fetch import ExtenderSet
+from batchsched.extenders.settings import ExtenderSettings
+from batchsched.metrics import SchedulerMetrics
+from batchsched.plugins.default_binder import DefaultBinder
+from batchsched.plugins.extenders import with_extenders
+from batchsched.runtime.handlers import NodeEvents, PodEvents
+from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.scheduler import Scheduler
+from tests.builders import make_node, make_pod
+from tests.extenders.fake_extender import Verdicts, serving
+from tests.runtime.test_gang_cycle import LABEL, add_group
+from tests.runtime.test_handlers import Binds, Recorded
+
+
+def setup(url: str, binds: Binds) -> tuple[Scheduler, PodEvents, ExtenderSet]:
+    clock = FakeClock()
+    settings = ExtenderSettings.model_validate(
+        {"urlPrefix": url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 1}
+    )
+    extenders = ExtenderSet([ExtenderClient(settings)])
+    profiles = with_extenders(default_config().build_profiles(), extenders, extenders.weight)
+    for plugin in profiles["gpu-scheduler"].bind:
+        if isinstance(plugin, DefaultBinder):
+            plugin.client = binds
+    cache = SchedulerCache(clock)
+    queue = SchedulingQueue(profiles["gpu-scheduler"].queue_sort.less, clock)
+    recorded = Recorded()
+    scheduler = Scheduler(profiles, cache, queue, recorded, recorded, SchedulerMetrics(), clock)
+    nodes = NodeEvents(cache, queue)
+    for name in ("n1", "n2", "n3"):
+        nodes.on_add(make_node(name).gpus(8).view())
+    return scheduler, PodEvents(cache, queue, scheduler.admits, scheduler.gangs), extenders
+
+
+async def run_queue(scheduler: Scheduler, extenders: ExtenderSet) -> None:
+    while (queued := scheduler.queue.pop_ready()) is not None:
+        await scheduler.schedule_one_asking(queued, extenders)
+    await scheduler.drain()
+
+
+async def test_the_scheduler_reads_the_extenders_of_its_profiles() -> None:
+    async with serving(Verdicts()) as url:
+        scheduler, _, extenders = setup(url, Binds())
+        assert scheduler.extenders is extenders
+        await extenders.close()
+
+
+async def test_every_pending_member_of_a_gang_is_asked_about_before_its_cycle() -> None:
+    verdicts = Verdicts(refuse={"n1": "no", "n3": "no"})
+    binds = Binds()
+    async with serving(verdicts) as url:
+        scheduler, pods, extenders = setup(url, binds)
+        add_group(scheduler, "g", 2, timeout=30)
+        for i in range(2):
+            pods.on_add(make_pod(f"g-{i}").gpus(4).label(LABEL, "g").view())
+        await run_queue(scheduler, extenders)
+        await extenders.close()
+    assert sorted(binds.bound) == [("default/g-0", "n2"), ("default/g-1", "n2")]
+    asked = {c[1]["Pod"]["metadata"]["name"] for c in verdicts.calls if c[0] == "filter"}  # type: ignore[index]
+    assert asked == {"g-0", "g-1"}
+
+
+async def test_verdicts_are_dropped_after_the_cycle() -> None:
+    async with serving(Verdicts(refuse={"n1": "no", "n2": "no"})) as url:
+        scheduler, pods, extenders = setup(url, Binds())
+        pod = make_pod("p").gpus(1).view()
+        pods.on_add(pod)
+        await run_queue(scheduler, extenders)
+        await extenders.close()
+    assert extenders.verdict(pod) is not None
+    assert extenders.verdict(pod).error  # type: ignore[union-attr]
