@@ -19,6 +19,7 @@ from batchsched.cli import main
 from batchsched.kube.client import request_json
 from batchsched.runtime.app import RunOptions
 from tests.builders import PodBuilder, make_node, make_pod
+from tests.integration.conftest import ignore_gone
 from tests.integration.control_plane import ROOT, ControlPlane
 from tests.integration.helpers import create_node, create_pod, wait_for
 from tests.integration.live import node_of, running_scheduler
@@ -185,3 +186,24 @@ async def test_kubectl_runs_the_views_as_its_batchsched_plugin(
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["used"] == 4.0
+
+
+async def test_the_quota_is_read_from_a_configmap_and_a_bad_one_is_named_in_the_error(
+    api: client.ApiClient, control_plane: ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await cluster(api)
+    configmaps = f"/api/v1/namespaces/{NS}/configmaps"
+    for name, text in (("views-quota", QUOTA), ("views-bad-quota", "tenants: [")):
+        await ignore_gone(request_json(api, "DELETE", f"{configmaps}/{name}"))
+        body = {"metadata": {"name": name}, "data": {"quotas.yaml": text}}
+        await request_json(api, "POST", configmaps, body=body)
+    code, out, err = await run_command(
+        capsys, control_plane, "queue", "--quota-configmap", f"{NS}/views-quota", "-o", "json"
+    )
+    assert code == 0, err
+    assert [t["tenant"] for t in json.loads(out)["tenants"]] == ["team-a", "team-b"]
+    code, out, err = await run_command(
+        capsys, control_plane, "queue", "--quota-configmap", f"{NS}/views-bad-quota"
+    )
+    assert (code, out) == (2, "")
+    assert err.startswith("batchsched queue: ConfigMap default/views-bad-quota quotas.yaml")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from batchsched.config import default_config
 from batchsched.framework.profile import Profile
 from batchsched.gang.podgroup import parse_pod_group
@@ -214,3 +216,19 @@ def test_the_gpus_missing_are_counted_only_on_nodes_the_pod_may_use() -> None:
         "needs 2 more GPU(s) free on one node (4 per pod; most free on one node: 2 on h100)",
         "needs 2 more GPU(s) free on the nodes it may use (4 asked, 2 free)",
     )
+
+
+def test_the_namespace_and_tenant_filters_keep_only_their_rows() -> None:
+    from argparse import Namespace
+
+    from batchsched.views.live import compute
+
+    def shown(**flags: str | None) -> list[str]:
+        args = Namespace(command="queue", output="json", seed=0, namespace=None, tenant=None)
+        for name, value in flags.items():
+            setattr(args, name, value)
+        out = json.loads(compute(args, cluster(), profiles(), policy()))
+        return [r["workload"] for r in out["rows"]] + [t["tenant"] for t in out["tenants"]]
+
+    assert shown(namespace="light") == ["light/big", "light/l-new", "heavy", "light"]
+    assert shown(tenant="heavy") == ["heavy/h-old", "heavy/train", "heavy"]
