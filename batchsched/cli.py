@@ -7,11 +7,11 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata, resources
 from pathlib import Path
 
-from batchsched.cluster_file import ClusterFileError, load_cluster
+from batchsched.cluster_file import ClusterFileError, load_cluster, skipped_text
 from batchsched.expected_runtime import human_duration
 from batchsched.runtime.extender_command import add_extender_parser, run_extender
 from batchsched.whatif import DeviceObjects, WhatIfResult, devices_text, place_pending
@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
     place.add_argument("--seed", type=int, default=0, help="seed for tie-breaking (default 0)")
     place.add_argument("--output", choices=("json", "table"), default="table")
+    place.add_argument(
+        "--quiet", action="store_true", help="no progress or skipped-kinds lines on stderr"
+    )
     run = commands.add_parser(
         "run",
         help="schedule pods naming our profiles on a real cluster",
@@ -254,19 +257,25 @@ class JsonFormatter(logging.Formatter):
 
 def run_place(args: argparse.Namespace) -> int:
     from batchsched.config import ConfigError, default_config, load_config
+    from batchsched.sim.nrt_topologies import measured_topologies
 
     cluster = args.cluster
     pods = args.pods
     if cluster is None and pods is None:
         cluster, pods = _example("cluster.yaml"), _example("pending-pods.yaml")
     paths = [p for p in (cluster, pods) if p is not None]
+    note = _stderr_note("place", args.quiet)
     try:
         config = load_config(args.config) if args.config else default_config()
         profiles = config.build_profiles()
-        state = load_cluster(paths, devices=True)
+        state = load_cluster(paths, devices=True, progress=note)
+        topologies = measured_topologies(state.topologies)
     except (ClusterFileError, ConfigError) as err:
         print(f"batchsched place: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if state.skipped:
+        note(skipped_text(state.skipped))
+    started = time.monotonic()
     result = place_pending(
         state.nodes,
         state.pods,
@@ -276,9 +285,21 @@ def run_place(args: argparse.Namespace) -> int:
         pod_groups=state.pod_groups,
         now=time.time(),
         devices=DeviceObjects(state.device_classes, state.resource_slices, state.resource_claims),
+        topologies=topologies,
     )
+    note(f"placed {len(result.order)} pending pods ({time.monotonic() - started:.1f} s)")
     print(render(result, args.output))
     return 0
+
+
+def _stderr_note(command: str, quiet: bool) -> Callable[[str], None]:
+    """A line on stderr per step of a what-if run; nothing with --quiet."""
+
+    def note(line: str) -> None:
+        if not quiet:
+            print(f"batchsched {command}: {line}", file=sys.stderr, flush=True)
+
+    return note
 
 
 def render(result: WhatIfResult, output: str) -> str:

@@ -7,20 +7,27 @@ Dynamic Resource Allocation objects (resource.k8s.io/v1) are read too. A pending
 comes from a ResourceClaimTemplate and has no ResourceClaim yet gets the claim the resourceclaim
 controller would make for it (named `<pod>-<claim entry>`, where the controller adds a random
 suffix), so `batchsched place` can say where the pod would go.
+
+Kinds it does not read (a Service, a Deployment: whatever `kubectl get all -A -o yaml` prints)
+are counted by kind and skipped. NodeResourceTopology objects are kept raw: the GPU model's
+reader (gpu.nrt) is in this layer, so the command that loads the file parses them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import yaml
 
 from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from batchsched.dra.parse import parse_device_class, parse_resource_claim, parse_resource_slice
 from batchsched.dra.templates import RESOURCE_API, template_claim
+from batchsched.gang.encodings import parse_k8s_pod_group, parse_volcano_pod_group
 from batchsched.gang.podgroup import PodGroupView, parse_pod_group
 from batchsched.model.errors import InvalidObject
 from batchsched.model.fields import FieldError, as_bool, as_int, as_map, object_name, str_map
@@ -29,8 +36,20 @@ from batchsched.model.pod import PodView, parse_pod
 from batchsched.model.pod_spec import PodResourceClaim
 
 DRA_KINDS: Final = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
-BASE_KINDS: Final = ("Node", "Pod", "PriorityClass", "Namespace", "PodGroup")
+NRT_KIND: Final = "NodeResourceTopology"
+BASE_KINDS: Final = ("Node", "Pod", "PriorityClass", "Namespace", "PodGroup", NRT_KIND)
 KNOWN_KINDS: Final = (*BASE_KINDS, *DRA_KINDS)
+# libyaml's parser when PyYAML was built with it: several times faster on a big dump.
+_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# PodGroup API group -> its reader (gang/encodings.py): coscheduling, Kubernetes, Volcano.
+_GROUP_READERS: Final[dict[str, Callable[[Mapping[str, object]], PodGroupView]]] = {
+    "scheduling.x-k8s.io": parse_pod_group,
+    "scheduling.k8s.io": parse_k8s_pod_group,
+    "scheduling.volcano.sh": parse_volcano_pod_group,
+}
+
+Progress = Callable[[str], None]
+_T = TypeVar("_T")
 
 
 class ClusterFileError(ValueError):
@@ -47,6 +66,9 @@ class ClusterObjects:
     namespaces: list[Mapping[str, object]] = field(default_factory=list)
     pod_groups: list[tuple[str, Mapping[str, object]]] = field(default_factory=list)
     devices: list[tuple[str, Mapping[str, object]]] = field(default_factory=list)  # DRA_KINDS
+    topologies: list[tuple[str, Mapping[str, object]]] = field(default_factory=list)  # NRT
+    skipped: Counter[str] = field(default_factory=Counter)  # kind -> objects not read
+    node_origins: list[str] = field(default_factory=list)  # beside `nodes`, for messages
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,8 @@ class ClusterState:
     resource_slices: list[ResourceSlice] = field(default_factory=list)
     # Claims as read, and those made here from templates for pending pods.
     resource_claims: list[ResourceClaim] = field(default_factory=list)
+    topologies: list[tuple[str, Mapping[str, object]]] = field(default_factory=list)  # raw NRT
+    skipped: Mapping[str, int] = field(default_factory=dict)  # kind -> objects not read
 
 
 @dataclass
@@ -72,75 +96,98 @@ class _Devices:
 
 def read_documents(path: Path) -> list[tuple[str, Mapping[str, object]]]:
     """Every object in the file, with "file#index" as its origin for messages."""
+    return list(_objects(path))
+
+
+def _objects(path: Path) -> Iterator[tuple[str, Mapping[str, object]]]:
     try:
-        text = path.read_text()
+        with path.open("rb") as stream:
+            documents = [d for d in yaml.load_all(stream, Loader=_LOADER) if d is not None]
     except OSError as err:
         raise ClusterFileError(f"{path}: cannot read: {err.strerror or err}") from err
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as err:
         raise ClusterFileError(f"{path}: not valid YAML: {err}") from err
-    found: list[tuple[str, Mapping[str, object]]] = []
     for i, doc in enumerate(documents):
         if not isinstance(doc, Mapping):
             raise ClusterFileError(
                 f"{path}: document {i}: expected a Kubernetes object, got {type(doc).__name__}"
             )
-        if doc.get("kind") == "List" or str(doc.get("kind", "")).endswith("List"):
+        if str(doc.get("kind", "")).endswith("List"):
             items = doc.get("items") or []
             if not isinstance(items, list):
                 raise ClusterFileError(f"{path}: document {i}: items must be a list")
             for j, item in enumerate(items):
                 if not isinstance(item, Mapping):
                     raise ClusterFileError(f"{path}: document {i} items[{j}]: expected an object")
-                found.append((f"{path}#{i}.items[{j}]", item))
+                yield f"{path}#{i}.items[{j}]", item
         else:
-            found.append((f"{path}#{i}", doc))
-    return found
+            yield f"{path}#{i}", doc
 
 
 def collect(
     documents: Iterable[tuple[str, Mapping[str, object]]], devices: bool = False
 ) -> ClusterObjects:
-    """Objects by kind. DRA objects only with `devices`: a reader that does not model them
-    (the simulator) refuses them rather than schedule their pods without devices."""
+    """Objects by kind; kinds it does not read are counted in `skipped`. DRA objects only with
+    `devices`: a reader that does not model them refuses them rather than schedule their pods
+    without devices."""
     objects = ClusterObjects()
+    lists: dict[object, list[tuple[str, Mapping[str, object]]]] = {
+        "Pod": objects.pods,
+        "PodGroup": objects.pod_groups,
+        NRT_KIND: objects.topologies,
+    }
     for origin, obj in documents:
         kind = obj.get("kind")
-        name = as_map(obj.get("metadata"), "metadata").get("name", "<unnamed>")
-        if kind == "Node":
+        found = lists.get(kind)
+        if found is not None:
+            found.append((origin, obj))
+        elif kind == "Node":
             objects.nodes.append(obj)
-        elif kind == "Pod":
-            objects.pods.append((origin, obj))
+            objects.node_origins.append(origin)
         elif kind == "PriorityClass":
             objects.priority_classes.append(obj)
         elif kind == "Namespace":
             objects.namespaces.append(obj)
-        elif kind == "PodGroup":
-            objects.pod_groups.append((origin, obj))
-        elif devices and kind in DRA_KINDS:
-            _check_resource_api(origin, str(kind), str(name), obj.get("apiVersion"))
-            objects.devices.append((origin, obj))
+        elif kind in DRA_KINDS:
+            _collect_device(objects, origin, obj, devices)
         else:
-            known = ", ".join(KNOWN_KINDS if devices else BASE_KINDS)
-            only = " (this reader was asked to leave DRA objects out)" if kind in DRA_KINDS else ""
-            raise ClusterFileError(
-                f"{origin}: {kind} {name}: unknown kind {kind!r}; expected one of {known}{only}"
-            )
+            objects.skipped[str(kind) if kind else "<no kind>"] += 1
     return objects
+
+
+def _collect_device(
+    objects: ClusterObjects, origin: str, obj: Mapping[str, object], devices: bool
+) -> None:
+    kind = str(obj.get("kind"))
+    name = _shown_name(obj)
+    if not devices:
+        raise ClusterFileError(
+            f"{origin}: {kind} {name}: this reader was asked to leave DRA objects out"
+        )
+    _check_resource_api(origin, kind, name, obj.get("apiVersion"))
+    objects.devices.append((origin, obj))
+
+
+def _shown_name(obj: Mapping[str, object]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return "<unnamed>"
+    name = str(meta.get("name", "<unnamed>"))
+    return f"{meta['namespace']}/{name}" if meta.get("namespace") else name
+
+
+def skipped_text(skipped: Mapping[str, int]) -> str:
+    """One line for every object not read: "skipped 7 objects of kinds not read: Service 4, ..."."""
+    total = sum(skipped.values())
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+    noun = "object" if total == 1 else "objects"
+    return f"skipped {total} {noun} of kinds it does not read: {kinds}"
 
 
 def resolve(objects: ClusterObjects) -> ClusterState:
     """Parse every object into views; PriorityClasses first, since pods refer to them."""
     try:
         classes = _priority_classes(objects.priority_classes)
-        nodes = [parse_node(n) for n in objects.nodes]
-        pods = []
-        for origin, obj in objects.pods:
-            try:
-                pods.append(parse_pod(obj, classes))
-            except InvalidObject as err:
-                raise ClusterFileError(f"{origin}: {err}") from err
         namespaces = {
             str(as_map(ns.get("metadata"), "metadata").get("name", "")): str_map(
                 as_map(ns.get("metadata"), "metadata").get("labels"), "metadata.labels"
@@ -149,20 +196,48 @@ def resolve(objects: ClusterObjects) -> ClusterState:
         }
     except (InvalidObject, FieldError) as err:
         raise ClusterFileError(str(err)) from err
-    groups = []
-    for origin, obj in objects.pod_groups:
-        try:
-            groups.append(parse_pod_group(obj))
-        except InvalidObject as err:
-            raise ClusterFileError(f"{origin}: {err}") from err
+    nodes = [_parsed(parse_node, obj, origin) for origin, obj in _node_pairs(objects)]
+    pods = [_parsed(lambda o: parse_pod(o, classes), obj, origin) for origin, obj in objects.pods]
+    groups = [_parsed(_pod_group, obj, origin) for origin, obj in objects.pod_groups]
     _check_unique("Node", [n.name for n in nodes])
     _check_unique("Pod", [p.key for p in pods])
     _check_unique("PodGroup", [g.key for g in groups])
     devices = _read_devices(objects.devices)
     pods = [_with_template_claims(pod, devices) for pod in pods]
     return ClusterState(
-        nodes, pods, classes, namespaces, groups, devices.classes, devices.slices, devices.claims
+        nodes,
+        pods,
+        classes,
+        namespaces,
+        groups,
+        devices.classes,
+        devices.slices,
+        devices.claims,
+        objects.topologies,
+        dict(objects.skipped),
     )
+
+
+def _node_pairs(objects: ClusterObjects) -> Iterator[tuple[str, Mapping[str, object]]]:
+    origins = objects.node_origins
+    for i, obj in enumerate(objects.nodes):
+        yield (origins[i] if i < len(origins) else ""), obj
+
+
+def _parsed(
+    read: Callable[[Mapping[str, object]], _T], obj: Mapping[str, object], origin: str
+) -> _T:
+    """`read(obj)`, its error prefixed once with where the object is."""
+    try:
+        return read(obj)
+    except (InvalidObject, FieldError) as err:
+        raise ClusterFileError(f"{origin}: {err}" if origin else str(err)) from err
+
+
+def _pod_group(obj: Mapping[str, object]) -> PodGroupView:
+    """The reader of the PodGroup's API group (coscheduling's when it names none)."""
+    group = str(obj.get("apiVersion") or "").partition("/")[0]
+    return _GROUP_READERS.get(group, parse_pod_group)(obj)
 
 
 def _check_resource_api(origin: str, kind: str, name: str, api_version: object) -> None:
@@ -268,9 +343,21 @@ def _check_unique(kind: str, names: list[str]) -> None:
         seen.add(name)
 
 
-def load_cluster(paths: Iterable[Path], devices: bool = False) -> ClusterState:
-    """The cluster in the files; with `devices`, its DRA objects too (see `collect`)."""
+def load_cluster(
+    paths: Iterable[Path], devices: bool = False, progress: Progress | None = None
+) -> ClusterState:
+    """The cluster in the files; with `devices`, its DRA objects too (see `collect`).
+    `progress` gets a line per file read and one when the objects are parsed."""
     documents: list[tuple[str, Mapping[str, object]]] = []
+    started = time.monotonic()
     for path in paths:
-        documents.extend(read_documents(path))
-    return resolve(collect(documents, devices))
+        before = len(documents)
+        documents.extend(_objects(path))
+        if progress is not None:
+            took = time.monotonic() - started
+            progress(f"read {path}: {len(documents) - before} objects ({took:.1f} s)")
+    state = resolve(collect(documents, devices))
+    if progress is not None:
+        took = time.monotonic() - started
+        progress(f"parsed {len(state.nodes)} nodes, {len(state.pods)} pods ({took:.1f} s)")
+    return state

@@ -23,6 +23,7 @@ from batchsched.model.pod import PodView
 from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.snapshot import Snapshot
 from batchsched.whatif_estimates import estimate_starts, runtime_of
+from gpu.topology import NodeTopology
 
 
 @dataclass
@@ -75,12 +76,16 @@ def place_pending(
     pod_groups: Sequence[PodGroupView] = (),
     now: float | None = None,
     devices: DeviceObjects = DeviceObjects(),
+    topologies: Mapping[str, NodeTopology] | None = None,
 ) -> WhatIfResult:
     """Schedule pending pods in queue order; each placement is visible to the next. A gang is
     placed whole when its first member comes up; one that would wait at Permit for members
     that do not exist yet is reported unplaced, as is one that does not fit. A placed pod's
-    claims show the devices they were allocated (or held already)."""
+    claims show the devices they were allocated (or held already). `topologies`: the GPU
+    topology each node's agent measured (NodeResourceTopology), as the live cache holds it."""
     snapshot = Snapshot(nodes, [p for p in pods if p.node_name], namespace_labels)
+    for node_name, topology in (topologies or {}).items():
+        snapshot.set_measured_topology(node_name, topology)
     snapshot.dra.load(devices.classes, devices.slices, devices.claims)
     pending = [p for p in pods if not p.node_name and not p.is_finished]
     runners = {name: ProfileRunner(profile, seed) for name, profile in profiles.items()}

@@ -16,6 +16,7 @@ from batchsched.model.fields import (
     as_str,
     metadata,
     object_name,
+    shown,
     str_map,
 )
 from batchsched.model.pod import normalized_image
@@ -40,8 +41,11 @@ def parse_node(obj: Mapping[str, object]) -> NodeView:
     try:
         meta, _, name = metadata(obj)
         return _parse_node(obj, meta, name)
-    except (FieldError, QuantityError) as err:
-        raise InvalidObject("Node", name, getattr(err, "field", ""), str(err)) from err
+    except FieldError as err:
+        raise InvalidObject("Node", name, err.field, err.message) from err
+    except QuantityError as err:  # the field once, as InvalidObject prints it
+        message = f"invalid quantity {shown(err.value)}: {err.why}"
+        raise InvalidObject("Node", name, err.field, message) from err
 
 
 def _parse_node(obj: Mapping[str, object], meta: Mapping[str, object], name: str) -> NodeView:
