@@ -97,6 +97,8 @@ def _common(parser: argparse.ArgumentParser, quota: bool) -> None:
 def run_view(args: argparse.Namespace) -> int:
     try:
         profiles = _profiles(args.config)
+        if getattr(args, "quota", None) is not None:
+            _check_quota_file(args.quota)  # a bad file fails before any connection
         text = asyncio.run(_view(args, profiles))
     except (ViewError, KubeConfigError) as err:
         print(f"batchsched {args.command}: {err}", file=sys.stderr)
@@ -155,6 +157,13 @@ def _profiles(config: Path | None) -> Mapping[str, Profile]:
     try:
         loaded = load_config(config) if config is not None else default_config()
         return loaded.build_profiles()
+    except ConfigError as err:
+        raise ViewError(str(err)) from err
+
+
+def _check_quota_file(path: Path) -> None:
+    try:
+        load_quota_file(path)
     except ConfigError as err:
         raise ViewError(str(err)) from err
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from batchsched.config import default_config
 from batchsched.framework.profile import Profile
@@ -232,3 +235,17 @@ def test_the_namespace_and_tenant_filters_keep_only_their_rows() -> None:
 
     assert shown(namespace="light") == ["light/big", "light/l-new", "heavy", "light"]
     assert shown(tenant="heavy") == ["heavy/h-old", "heavy/train", "heavy"]
+
+
+def test_a_bad_quota_file_is_reported_naming_the_file_before_any_connection(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from batchsched.cli import main
+
+    bad = tmp_path / "quotas.yaml"
+    bad.write_text("apiVersion: batchsched.io/v1alpha1\nkind: QuotaConfig\ntenants: 3\n")
+    # The kubeconfig does not exist either: the quota file is what must be named.
+    code = main(["queue", "--quota", str(bad), "--kubeconfig", str(tmp_path / "none")])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.startswith(f"batchsched queue: {bad}")
