@@ -1,7 +1,8 @@
 """`python -m batchsched.bench core --nodes 5000 --pods 10000`, `... bench parse --pods 5000`,
 `... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`,
 `... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`, `... bench topology`,
-`... bench topology-e2e --racks 64`, `... bench extender --nodes 16 --pods 64`."""
+`... bench topology-e2e --racks 64`, `... bench extender --nodes 16 --pods 64`,
+`... bench place-dump --nodes 1500 --pods 60000`."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from batchsched.bench import (
     fuzz,
     gang_core,
     parse,
+    place_dump,
     queues_kueue,
     topology,
     trace,
@@ -35,6 +37,7 @@ def main() -> int:
     dra_e2e.add_parser(commands)
     gang_core.add_parser(commands)
     parse.add_parser(commands)
+    place_dump.add_parser(commands)
     e2e.add_parser(commands)
     e2e_gang.add_parser(commands)
     e2e_preemption.add_parser(commands)
