@@ -248,6 +248,19 @@ class SchedulerMetrics:
             "PodGroups with at least one member in the scheduling queue.",
             registry=reg,
         )
+        self.gang_time_to_whole = Histogram(
+            "batchsched_gang_time_to_whole_seconds",
+            "From a PodGroup's creation to the cycle that placed it whole (its quorum bound or "
+            "binding), once per gang.",
+            buckets=exponential_buckets(1, 2, 16),  # 1 s .. ~9 h
+            registry=reg,
+        )
+        self.backfilled_pods = Counter(
+            "batchsched_backfilled_pods_total",
+            "Pods started while another gang held a protected backfill reservation: they went "
+            "in front of it without delaying its planned start.",
+            registry=reg,
+        )
         self.gang_oldest_pending = Gauge(
             "batchsched_gang_oldest_pending_seconds",
             "Age (since creation) of the oldest pod still queued that belongs to a PodGroup; "

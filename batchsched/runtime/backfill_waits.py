@@ -92,8 +92,11 @@ class BackfillWaits:
         )
 
     def started(self, key: str, starting: Sequence[Running]) -> None:
-        if self.live.backfill is not None:
-            self.live.backfill.started(key, starting)
+        backfill = self.live.backfill
+        if backfill is not None:
+            if backfill.holding() - {key}:  # another gang's reservation holds capacity
+                self.live.metrics.backfilled_pods.inc(len(starting))
+            backfill.started(key, starting)
 
     def blocked(self, key: str, pods: Sequence[PodView]) -> None:
         backfill = self.live.backfill

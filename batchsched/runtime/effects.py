@@ -152,6 +152,19 @@ class Effects:
                     preemptors += [m.queued.pod for m in waiting.members]
             self._reject(group, decision, batch, cycle, runner, started, preemptors)
 
+    def _observe_whole(self, group: PodGroupView, decision: Bind) -> None:
+        """Time to whole, once per gang: only when no member is on a node but the ones this
+        cycle placed and the waiting ones (a later elastic bind is not a new start)."""
+        gangs = self.live.gangs
+        waiting = gangs.waiting.get(group.key)
+        new = {r.pod.uid for r in decision.placed}
+        new |= {m.queued.pod.uid for m in waiting.members} if waiting is not None else set()
+        snapshot = self.live.cache.snapshot
+        on_nodes = {u for u in gangs.members.get(group.key, ()) if snapshot.node_of(u)}
+        if on_nodes <= new and gangs.finished(group.key) == 0:
+            elapsed = max(0.0, time.time() - group.creation_time)
+            self.live.metrics.gang_time_to_whole.observe(elapsed)
+
     def _bind(
         self,
         group: PodGroupView,
@@ -161,6 +174,7 @@ class Effects:
         started: float,
     ) -> None:
         live = self.live
+        self._observe_whole(group, decision)
         members = live.gangs.take_waiting([group.key])
         live.gangs.rejections.pop(group.key, None)
         for reservation in decision.placed:

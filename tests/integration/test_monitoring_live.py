@@ -45,3 +45,24 @@ async def test_a_running_scheduler_reports_gpus_per_node_and_the_gang_that_waits
         assert age is not None and 0 <= age < 300
         text = app.metrics.render().decode()
         assert "batchsched_gangs_pending 1.0" in text
+
+
+async def test_a_gang_placed_whole_is_timed_once_and_a_lone_pod_is_not_a_gang(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await gpu_nodes(api, 2)
+    async with running_scheduler(control_plane) as app:
+        await create_pod(api, make_pod("solo").gpus(1).cpu("1"))
+        await create_group(api, "pair", 2)
+        await create_members(api, "pair", range(2), gpus=4)
+        await wait_for(lambda: _bound_is(api, "pair", 2), timeout=30, what="the pair bound")
+
+        count = sample(app, "batchsched_gang_time_to_whole_seconds_count")
+        total = sample(app, "batchsched_gang_time_to_whole_seconds_sum")
+        assert count == 1
+        assert total is not None and 0 <= total < 300
+        await wait_for(lambda: sample(app, "batchsched_gangs_pending") == 0, what="no gang left")
+
+
+async def _bound_is(api: client.ApiClient, gang: str, count: int) -> bool:
+    return await bound(api, gang) == count

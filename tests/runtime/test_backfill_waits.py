@@ -217,6 +217,16 @@ async def test_a_pod_that_ends_before_the_reservation_backfills() -> None:
     await s.scheduler.drain()
     assert s.binds.bound == [("default/quick", "gpu-1")]
     assert s.recorder.notes("default/quick", "FailedScheduling") == []
+    assert s.metric("batchsched_backfilled_pods_total") == 1.0
+
+
+async def test_a_pod_started_with_no_reservation_held_is_not_counted_as_backfilled() -> None:
+    s = live(quota())
+    s.nodes.on_add(make_node("gpu-0").gpus(8).cpu("64").view())
+    s.schedule(gpus("alone", 4, "5m"))
+    await s.scheduler.drain()
+    assert s.binds.bound == [("default/alone", "gpu-0")]
+    assert s.metric("batchsched_backfilled_pods_total") == 0.0
 
 
 async def test_a_held_back_pod_is_judged_against_a_plan_without_itself() -> None:
