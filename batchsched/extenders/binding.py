@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from batchsched.extenders.client import ExtenderClient, ExtenderUnavailable
+from batchsched.extenders.client import ExtenderClient, ExtenderUnavailable, Observe
 from batchsched.extenders.protocol import ProtocolError, binding_args, parse_binding_result
 from batchsched.extenders.settings import ExtenderSettings
 from batchsched.model.pod import PodView
@@ -19,9 +19,15 @@ class ExtenderBinding:
         self.ignorable = client.settings.ignorable
 
     @classmethod
-    def of(cls, extenders: Sequence[ExtenderSettings]) -> ExtenderBinding | None:
+    def of(
+        cls, extenders: Sequence[ExtenderSettings], observe: Observe | None = None
+    ) -> ExtenderBinding | None:
         binders = [e for e in extenders if e.bind_verb]
-        return cls(ExtenderClient(binders[0])) if binders else None
+        if not binders:
+            return None
+        if observe is None:
+            return cls(ExtenderClient(binders[0]))
+        return cls(ExtenderClient(binders[0], observe=observe))
 
     def interested(self, pod: PodView) -> bool:
         return self.client.settings.is_interested(pod)

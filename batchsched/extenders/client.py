@@ -11,8 +11,14 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from batchsched.extenders.protocol import ProtocolError
 from batchsched.extenders.settings import ExtenderSettings
+
+# (extender URL prefix, verb, result "ok" | "error" | "circuit_open", seconds): for metrics.
+Observe = Callable[[str, str, str, float], None]
+
+
+def _ignore(extender: str, verb: str, result: str, seconds: float) -> None:
+    return None
 
 
 class ExtenderUnavailable(Exception):
@@ -65,10 +71,12 @@ class ExtenderClient:
         session: aiohttp.ClientSession | None = None,
         now: Callable[[], float] = time.monotonic,
         breaker: Breaker | None = None,
+        observe: Observe = _ignore,
     ) -> None:
         self.settings = settings
         self._session = session
         self._now = now
+        self._observe = observe
         self.breaker = breaker if breaker is not None else Breaker()
         self._ssl = ssl_context(settings)
         tls = settings.tls_config
@@ -85,15 +93,19 @@ class ExtenderClient:
 
     async def post(self, verb: str, body: dict[str, object]) -> object:
         """The decoded JSON answer to one call, or ExtenderUnavailable."""
-        now = self._now()
-        if not self.breaker.allows(now):
+        started = self._now()
+        if not self.breaker.allows(started):
+            self._observe(self.name, verb, "circuit_open", 0.0)
             raise ExtenderUnavailable(f"extender {self.name}: circuit open after failures")
         try:
             answer = await self._post(verb, body)
         except ExtenderUnavailable:
-            self.breaker.failed(self._now())
+            ended = self._now()
+            self.breaker.failed(ended)
+            self._observe(self.name, verb, "error", ended - started)
             raise
         self.breaker.succeeded()
+        self._observe(self.name, verb, "ok", self._now() - started)
         return answer
 
     async def _post(self, verb: str, body: dict[str, object]) -> object:
@@ -115,7 +127,3 @@ class ExtenderClient:
             ) from err
         except (aiohttp.ClientError, ValueError, ssl.SSLError) as err:
             raise ExtenderUnavailable(f"extender {url}: {err}") from err
-
-
-def translate(err: ProtocolError, client: ExtenderClient) -> ExtenderUnavailable:
-    return ExtenderUnavailable(f"extender {client.name}: {err}")

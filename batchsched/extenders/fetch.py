@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 
-from batchsched.extenders.client import ExtenderClient, ExtenderUnavailable
+from batchsched.extenders.client import ExtenderClient, ExtenderUnavailable, Observe
 from batchsched.extenders.protocol import (
     ProtocolError,
     extender_args,
@@ -46,10 +46,16 @@ class ExtenderSet:
         self._verdicts: dict[str, ExtenderVerdict] = {}
 
     @classmethod
-    def of(cls, extenders: Sequence[ExtenderSettings]) -> ExtenderSet | None:
+    def of(
+        cls, extenders: Sequence[ExtenderSettings], observe: Observe | None = None
+    ) -> ExtenderSet | None:
         """The extenders that filter or prioritize (a bind-only one is the binder's)."""
         asked = [e for e in extenders if e.filter_verb or e.prioritize_verb]
-        return cls([ExtenderClient(e) for e in asked]) if asked else None
+        if not asked:
+            return None
+        if observe is None:
+            return cls([ExtenderClient(e) for e in asked])
+        return cls([ExtenderClient(e, observe=observe) for e in asked])
 
     @property
     def weight(self) -> int:

@@ -95,7 +95,7 @@ class App:
         clock = SystemClock()
         self.metrics = SchedulerMetrics()
         throttle_client(api, config.client_connection, self.metrics)
-        profiles = profiles_with_extenders(config)
+        profiles = profiles_with_extenders(config, self.metrics)
         binder = KubeBinder(api)
         attach_binding_client(profiles, binder)
         self.cache = SchedulerCache(clock)

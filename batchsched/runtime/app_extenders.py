@@ -4,20 +4,52 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
 from batchsched.config import SchedulerConfig
 from batchsched.extenders.binding import ExtenderBinding
 from batchsched.extenders.fetch import ExtenderSet
 from batchsched.framework.profile import Profile
+from batchsched.metrics import SchedulerMetrics
 from batchsched.plugins.extenders import binder_of, verdict_source, with_extenders
 
 
-def profiles_with_extenders(config: SchedulerConfig) -> dict[str, Profile]:
+class ExtenderMetrics:
+    """Each call to an extender, counted by result and timed, in the scheduler's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.requests = Counter(
+            "batchsched_extender_requests_total",
+            "Calls to HTTP extenders, by extender URL prefix, verb and result (ok; error: not "
+            "reached, timed out, not HTTP 200 or not JSON; circuit_open: not called)",
+            ["extender", "verb", "result"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "batchsched_extender_request_duration_seconds",
+            "How long a call to an HTTP extender took, by verb",
+            ["verb"],
+            registry=registry,
+        )
+
+    def observe(self, extender: str, verb: str, result: str, seconds: float) -> None:
+        self.requests.labels(extender, verb, result).inc()
+        if result != "circuit_open":
+            self.duration.labels(verb).observe(seconds)
+
+
+def profiles_with_extenders(
+    config: SchedulerConfig, metrics: SchedulerMetrics | None = None
+) -> dict[str, Profile]:
     """The config's profiles, with the Extenders plugin reading the verdicts an ExtenderSet
     fetches before each cycle when the config names extenders that filter or prioritize, and
     the ExtenderBinder first at Bind when one has a bindVerb."""
     profiles = config.build_profiles()
-    extenders = ExtenderSet.of(config.extenders)
-    binder = ExtenderBinding.of(config.extenders)
+    if not config.extenders:
+        return profiles
+    observe = ExtenderMetrics(metrics.registry).observe if metrics is not None else None
+    extenders = ExtenderSet.of(config.extenders, observe)
+    binder = ExtenderBinding.of(config.extenders, observe)
     if extenders is None and binder is None:
         return profiles
     weight = extenders.weight if extenders is not None else 0

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from batchsched.cache import SchedulerCache
 from batchsched.clock import FakeClock
-from batchsched.config import default_config
+from batchsched.config import config_from_mapping, default_config
 from batchsched.extenders.client import ExtenderClient
 from batchsched.extenders.fetch import ExtenderSet
 from batchsched.extenders.settings import ExtenderSettings
 from batchsched.metrics import SchedulerMetrics
 from batchsched.plugins.default_binder import DefaultBinder
 from batchsched.plugins.extenders import with_extenders
+from batchsched.runtime.app_extenders import extender_set, profiles_with_extenders
 from batchsched.runtime.handlers import NodeEvents, PodEvents
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.scheduler import Scheduler
@@ -78,3 +79,34 @@ async def test_verdicts_are_dropped_after_the_cycle() -> None:
         await extenders.close()
     assert extenders.verdict(pod) is not None
     assert extenders.verdict(pod).error  # type: ignore[union-attr]
+
+
+def _sample(metrics: SchedulerMetrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return value if value is not None else 0.0
+
+
+async def test_extender_calls_are_counted_by_result_in_the_schedulers_registry() -> None:
+    metrics = SchedulerMetrics()
+    async with serving(Verdicts()) as url:
+        config = config_from_mapping(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "gpu-scheduler"}],
+                "extenders": [
+                    {"urlPrefix": url, "filterVerb": "filter"},
+                    {"urlPrefix": "http://127.0.0.1:9", "filterVerb": "f", "ignorable": True},
+                ],
+            }
+        )
+        profiles = profiles_with_extenders(config, metrics)
+        extenders = extender_set(profiles)
+        assert extenders is not None
+        await extenders.ask(make_pod("p").view(), [make_node("n").view()])
+        await extenders.close()
+    total = "batchsched_extender_requests_total"
+    assert _sample(metrics, total, extender=url, verb="filter", result="ok") == 1
+    assert _sample(metrics, total, extender="http://127.0.0.1:9", verb="f", result="error") == 1
+    seconds = "batchsched_extender_request_duration_seconds_count"
+    assert _sample(metrics, seconds, verb="filter") == 1
