@@ -27,7 +27,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from operator import add, itemgetter, mul
 from typing import overload
 
@@ -98,11 +98,21 @@ def signature(pod: PodView) -> Hashable | None:
     return key
 
 
+# Plugins whose NormalizeScore gives each node a function of its own raw score and of the set
+# of raw scores it is handed, reading neither the nodes nor how often a value occurs (kube's
+# default normalization by the highest score, our rank normalization): the batch normalizes a
+# window's few distinct values instead of its ~500 scores.
+BY_VALUE_NORMALIZERS = frozenset(
+    {"TaintToleration", "NodeAffinity", "GpuTopology", "DynamicResources"}
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _Scorer:
     score: ScoreFn
     weight: int
     normalizer: NormalizeScorePlugin | None
+    by_value: bool = False
 
 
 class SignatureBatch:
@@ -166,7 +176,37 @@ class SignatureBatch:
         out of range there (the runner then takes over)."""
         dirty = sorted(self._dirty)
         self._dirty.clear()
+        if len(dirty) == len(self._candidates) and not self._feasible:
+            return self._evaluate_every_node(pod)
         return all(self._evaluate(pod, i) for i in dirty)
+
+    def _evaluate_every_node(self, pod: PodView) -> bool:
+        """The first evaluation, one plugin at a time over the nodes still passing (one
+        comprehension per plugin); filters and scores are pure, so this gives what `_evaluate`
+        node by node gives."""
+        state, nodes = self._base, self._candidates
+        alive = list(range(len(nodes)))
+        for check in self._filters:
+            statuses = [check(state, pod, nodes[i]) for i in alive]
+            if any(status.code is Code.ERROR for status in statuses):
+                return False
+            alive = [i for i, st in zip(alive, statuses, strict=True) if st.code is Code.SUCCESS]
+        fixed = self._fixed
+        for scorer in self._plain:
+            values = [scorer.score(state, pod, nodes[i]) for i in alive]
+            if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
+                return False
+            for i, value in zip(alive, values, strict=True):
+                fixed[i] += value * scorer.weight
+        for k, scorer in enumerate(self._normalized):
+            raw, counts = self._raw[k], self._counts[k]
+            for i in alive:
+                value = raw[i] = scorer.score(state, pod, nodes[i])
+                counts[value] = counts.get(value, 0) + 1
+        for i in alive:
+            self._fits[i] = True
+        self._feasible = alive
+        return True
 
     def _evaluate(self, pod: PodView, i: int) -> bool:
         info, state = self._candidates[i], self._base
@@ -229,15 +269,23 @@ class SignatureBatch:
             if len(self._counts[k]) <= 1 or scorer.normalizer is None:
                 continue
             scores: list[int] = list(gather(self._raw[k]))
-            scorer.normalizer.normalize_scores(self._base, pod, nodes, scores)
+            if scorer.by_value:
+                # Normalize the distinct values only, then look each node's value up.
+                distinct = sorted(set(scores))
+                points = list(distinct)
+                scorer.normalizer.normalize_scores(self._base, pod, nodes[: len(points)], points)
+                scores = list(map(dict(zip(distinct, points, strict=True)).__getitem__, scores))
+            else:
+                scorer.normalizer.normalize_scores(self._base, pod, nodes, scores)
             if min(scores) < MIN_NODE_SCORE or max(scores) > MAX_NODE_SCORE:
                 return None
             totals = list(map(add, totals, map(mul, scores, repeat(scorer.weight))))
         best = max(totals)
         if totals.count(best) == 1:
             return window[totals.index(best)]
-        ties = [i for i, value in enumerate(totals) if value == best]
-        return window[ties[self._runner.rng.randrange(len(ties))]]
+        # The best nodes in window order, as _select lists them, and the same draw.
+        ties = list(compress(window, map(best.__eq__, totals)))
+        return ties[self._runner.rng.randrange(len(ties))]
 
     def schedule(self, pod: PodView) -> ScheduleResult | None:
         """schedule_one's result for `pod` from the kept results; None to hand it to the
@@ -328,7 +376,10 @@ def build_batch(
         scoring = [s for s in profile.score if s.plugin.name not in state.skip_score]
         if any(s.plugin.name not in NODE_LOCAL_PLUGINS for s in scoring):
             return None
-        scorers = [_Scorer(s.plugin.score, s.weight, s.normalizer) for s in scoring]
+        scorers = [
+            _Scorer(s.plugin.score, s.weight, s.normalizer, s.plugin.name in BY_VALUE_NORMALIZERS)
+            for s in scoring
+        ]
         batch = SignatureBatch(
             runner, snapshot, state, candidates, [p.filter for p in enabled], scorers
         )
