@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from batchsched.clock import FakeClock
 from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
@@ -33,6 +34,9 @@ from batchsched.whatif_estimates import estimate_starts
 from queues.demand import gang_demand, gpus
 from queues.fairshare import dominant_share
 from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy
+
+# How many workloads, from the head of the queue, get a start planned here.
+PLANNED: Final = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +144,10 @@ def queue_view(
     reasons = [short_reason(state, layer, groups, pods) for pods in workloads]
     # Only what may start gets a place on the timeline, as only that gets a reservation in
     # the scheduler: a workload its quota refuses, or short of members, waits for that first.
+    # Each reservation costs more than the last (the timeline grows), so only the first
+    # PLANNED of them are planned, as the scheduler itself reserves only the first few.
     runnable = [p for p, why in zip(workloads, reasons, strict=True) if not blocked(why)]
+    runnable = runnable[:PLANNED]
     runners = {name: ProfileRunner(profile, seed) for name, profile in profiles.items()}
     planned = estimate_starts(snapshot_of(state), runnable, frozenset(), runners, groups, state.now)
     rows: list[QueueRow] = []

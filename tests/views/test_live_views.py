@@ -249,3 +249,14 @@ def test_a_bad_quota_file_is_reported_naming_the_file_before_any_connection(
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err.startswith(f"batchsched queue: {bad}")
+
+
+def test_only_the_first_planned_workloads_get_a_start_planned_here() -> None:
+    from batchsched.views.queue import PLANNED
+
+    nodes = [make_node("n0").cpu("512").memory("4Ti").gpus(64).view()]
+    pods = [
+        make_pod(f"p{i:02}", "light").gpus(1).created(created(100 - i)).view() for i in range(40)
+    ]
+    rows = queue_view(LiveState(nodes, pods, now=NOW), profiles(), single_tenant_policy()).rows
+    assert [r.start_in_s for r in rows] == [0.0] * PLANNED + [None] * (40 - PLANNED)
