@@ -75,6 +75,11 @@ def overlaid(
     needed = yaml.safe_dump_all(d for d in rendered if d and d["kind"] in APPLIED_KINDS)
     control_plane.kubectl("apply", "--server-side", "-f", "-", stdin=needed)
     yield control_plane
+    # What the tests wrote: the agent pods (no kubelet finalises them) and the topology.
+    control_plane.kubectl(
+        "delete", "pods", "--all", "-n", OVERLAY_NAMESPACE, "--grace-period=0", "--force"
+    )
+    control_plane.kubectl("delete", "noderesourcetopologies.topology.node.k8s.io", "--all")
     # The ClusterRoleBindings now name gpu-ops' ServiceAccounts: give them back to
     # batchsched-system for the modules that follow (the namespace stays: no controller
     # here would finish deleting it).
