@@ -38,8 +38,10 @@ class GangMembers:
         self._runner, self._snapshot, self._within = runner, snapshot, within
         self._batching = batching
         self.batched = 0  # members answered from kept results (tests and profiling read it)
+        # Signatures worth a batch and how many members share each; empty when none is (then
+        # no member pays for a signature: a 3-pod gang on 5000 nodes keeps the runner's path).
         self._members: dict[Hashable, int] = {}
-        if batching != "never":
+        if batching == "always" or (batching == "auto" and self._worth_it(len(pending))):
             for pod in pending:
                 key = signature(pod)
                 if key is not None:
