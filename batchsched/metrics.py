@@ -245,7 +245,7 @@ class SchedulerMetrics:
         )
         self.gangs_pending = Gauge(
             "batchsched_gangs_pending",
-            "PodGroups with at least one member in the scheduling queue.",
+            "PodGroups that have not yet started whole and have a member in the scheduling queue.",
             registry=reg,
         )
         self.gang_time_to_whole = Histogram(
@@ -263,8 +263,8 @@ class SchedulerMetrics:
         )
         self.gang_oldest_pending = Gauge(
             "batchsched_gang_oldest_pending_seconds",
-            "Age (since creation) of the oldest pod still queued that belongs to a PodGroup; "
-            "0 when no gang member is queued.",
+            "Age (since the PodGroup's creation) of the oldest pending gang (as in "
+            "batchsched_gangs_pending); 0 when none is pending.",
             registry=reg,
         )
 

@@ -16,7 +16,7 @@ from batchsched.gang.podgroup import PodGroupView
 from batchsched.gang.status import StatusWrite, status_write
 from batchsched.kube.podgroups import PodGroupStatusWriter
 from batchsched.runtime.app_quotas import Quotas
-from batchsched.runtime.capacity_gauges import publish_capacity
+from batchsched.runtime.capacity_gauges import CapacityGauges
 from batchsched.runtime.gangs import rfc3339
 from batchsched.runtime.handlers import PodEvents
 from batchsched.runtime.preempting import Preempting
@@ -53,6 +53,7 @@ class Housekeeping:
         self.queue = scheduler.queue
         self.metrics = scheduler.metrics
         self.gangs = scheduler.gangs
+        self.capacity = CapacityGauges(self.metrics)
         self.group_status = group_status
         self.preempting = preempting
         self.notes = notes
@@ -122,7 +123,8 @@ class Housekeeping:
             pods=sum(len(info.pods) for info in snapshot.nodes),
             assumed_pods=self.cache.assumed_count(),
         )
-        publish_capacity(self.metrics, snapshot, self.queue.queued(), time.time())
+        self.capacity.publish_nodes(snapshot)
+        self.capacity.publish_gangs(self.gangs, self.queue.holds, time.time())
 
     def _log_summary(self) -> None:
         c = self.scheduler.counts

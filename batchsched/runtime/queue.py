@@ -316,12 +316,6 @@ class SchedulingQueue:
             UNSCHEDULABLE: len(self._unschedulable),
         }
 
-    def queued(self) -> list[QueuedPod]:
-        """Every pod waiting in any of the three queues (for the gang-age gauges)."""
-        active = [ranked.qp for ranked in self._active.values()]
-        timed = [*self._backoff.values(), *self._unschedulable.values()]
-        return active + [t.qp for t in timed]
-
     def backoff_duration(self, attempts: int) -> float:
         # The exponent is capped first so a pod retried for weeks cannot overflow a float.
         doubling = min(max(attempts - 1, 0), 64)

@@ -18,9 +18,10 @@ import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-from batchsched.framework.interfaces import QueuedPod
+from batchsched.gang.podgroup import parse_pod_group
 from batchsched.metrics import SchedulerMetrics
-from batchsched.runtime.capacity_gauges import publish_capacity
+from batchsched.runtime.capacity_gauges import CapacityGauges
+from batchsched.runtime.gangs import GangTracker
 from gpu.agent import Agent, AgentConfig
 from gpu.fake_nvml import FakeNvml, host_numa
 from gpu.machines import DGX_H100
@@ -58,13 +59,23 @@ def scheduler_exposition() -> str:
     metrics.set_pending({"active": 1})
     metrics.set_cache_size(nodes=1, pods=1, assumed_pods=0)
     metrics.set_leader("batchsched", True)
-    snapshot = snapshot_of(
-        [make_node("gpu-1").gpus(8).label("nvidia.com/gpu.product", "H100")],
-        [make_pod("train-0").gpus(2).node("gpu-1")],
+    gauges = CapacityGauges(metrics)
+    gauges.publish_nodes(
+        snapshot_of(
+            [make_node("gpu-1").gpus(8).label("nvidia.com/gpu.product", "H100")],
+            [make_pod("train-0").gpus(2).node("gpu-1")],
+        )
     )
-    member = make_pod("train-1").label("scheduling.x-k8s.io/pod-group", "train")
-    member = member.created("2026-01-01T00:00:00Z")
-    publish_capacity(metrics, snapshot, [QueuedPod(member.view(), 0.0)], now=1.8e9)
+    gangs = GangTracker()
+    meta = {
+        "name": "train",
+        "namespace": "ml",
+        "uid": "g",
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+    }
+    gangs.on_add(parse_pod_group({"metadata": meta, "spec": {"minMember": 2}}))
+    gangs.note_pod(make_pod("train-1", "ml").label("scheduling.x-k8s.io/pod-group", "train").view())
+    gauges.publish_gangs(gangs, lambda uid: True, now=1.8e9)
     touch_every_family(metrics.registry)
     return metrics.render().decode()
 
