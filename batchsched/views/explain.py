@@ -117,7 +117,8 @@ def explain(
     cycle = _cycle_verdict(snapshot, runner, pods, key, group, bound)
     admission = layer.admit(pods)
     quota = "admitted" if admission.admitted else admission.reason
-    preemption = _preemption(state, snapshot, runner, pods, group, bound)
+    reclaimable = layer.reclaimable(pods)
+    preemption = _preemption(state, snapshot, runner, pods, (group, bound, reclaimable))
     changes = what_would_change(snapshot, runner, pods, (group, bound), (cycle, quota, preemption))
     start = _start_text(row)
     gang = None
@@ -207,10 +208,12 @@ def _preemption(
     snapshot: Snapshot,
     runner: ProfileRunner,
     pods: Sequence[PodView],
-    group: PodGroupView | None,
-    bound: int,
+    gang: tuple[PodGroupView | None, int, frozenset[str]],
 ) -> str:
-    """The scheduler's preemption planner, read-only: whom it would evict, or why none."""
+    """The scheduler's preemption planner, read-only: whom it would evict, or why none.
+    `gang`: its PodGroup, bound members, and the pods its tenant may reclaim (below its
+    guarantee, from tenants above theirs), as the tenant layer tells the scheduler."""
+    group, bound, reclaimable = gang
     if any(p.preemption_policy == "Never" for p in pods):
         return "not attempted, preemptionPolicy is Never"
     gang_of = {p.uid: k for p in state.pods if p.node_name and (k := pod_group_of(p)) is not None}
@@ -234,6 +237,7 @@ def _preemption(
         budgets=(),
         gang_of=gang_of,
         gang_min_member=min_member,
+        reclaimable=reclaimable,
     )
     trial = snapshot.begin_trial()
     try:
@@ -266,7 +270,7 @@ def what_would_change(
         return tuple(out)
     out.extend(_gpu_shortfall(snapshot, runner, pods))
     if preemption.startswith("preempting"):
-        out.append(f"or evict lower-priority work: {preemption}")
+        out.append(f"or preemption: {preemption}")
     return tuple(out)
 
 

@@ -260,3 +260,18 @@ def test_only_the_first_planned_workloads_get_a_start_planned_here() -> None:
     ]
     rows = queue_view(LiveState(nodes, pods, now=NOW), profiles(), single_tenant_policy()).rows
     assert [r.start_in_s for r in rows] == [0.0] * PLANNED + [None] * (40 - PLANNED)
+
+
+def test_explain_plans_reclaiming_a_guarantee_from_a_tenant_above_its_own() -> None:
+    nodes = [make_node("n0").cpu("64").memory("512Gi").gpus(8).view()]
+    pods = [
+        make_pod(f"run-{i}", "heavy").gpus(4).node("n0").phase("Running").created(created(900))
+        for i in range(2)
+    ]
+    state = LiveState(
+        nodes, [p.view() for p in pods] + [make_pod("want", "light").gpus(4).view()], now=NOW
+    )
+    found = explain(state, profiles(), policy(), find_workload(state, "want", "light"))
+    # Same priority: only the guarantee light is below makes heavy's pods victims.
+    assert found.preemption.startswith("preempting pod heavy/run-"), found.preemption
+    assert found.changes[-1].startswith("or preemption: preempting pod heavy/run-")
