@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import IO, Final, TypeVar
 
 import yaml
 
@@ -41,6 +41,7 @@ BASE_KINDS: Final = ("Node", "Pod", "PriorityClass", "Namespace", "PodGroup", NR
 KNOWN_KINDS: Final = (*BASE_KINDS, *DRA_KINDS)
 # libyaml's parser when PyYAML was built with it: several times faster on a big dump.
 _LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STR, _MAP, _SEQ = (f"tag:yaml.org,2002:{t}" for t in ("str", "map", "seq"))
 # PodGroup API group -> its reader (gang/encodings.py): coscheduling, Kubernetes, Volcano.
 _GROUP_READERS: Final[dict[str, Callable[[Mapping[str, object]], PodGroupView]]] = {
     "scheduling.x-k8s.io": parse_pod_group,
@@ -99,10 +100,36 @@ def read_documents(path: Path) -> list[tuple[str, Mapping[str, object]]]:
     return list(_objects(path))
 
 
+def _load_all(stream: IO[bytes]) -> Iterator[object]:
+    """yaml.load_all's documents, built by `_plain` (see there)."""
+    loader = _LOADER(stream)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            yield None if node is None else _plain(loader, node)
+    finally:
+        loader.dispose()
+
+
+def _plain(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+    """The node as SafeLoader builds it, without its per-node generator machinery, which
+    took most of the time on a 60 000-pod dump; anything but plain maps, lists and scalars
+    (merge keys, sets) goes to the loader itself."""
+    if isinstance(node, yaml.ScalarNode):
+        return node.value if node.tag == _STR else loader.construct_object(node)
+    if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
+        return [_plain(loader, item) for item in node.value]
+    if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
+        pairs = node.value
+        if all(key.tag == _STR for key, _ in pairs):
+            return {key.value: _plain(loader, value) for key, value in pairs}
+    return loader.construct_document(node)
+
+
 def _objects(path: Path) -> Iterator[tuple[str, Mapping[str, object]]]:
     try:
         with path.open("rb") as stream:
-            documents = [d for d in yaml.load_all(stream, Loader=_LOADER) if d is not None]
+            documents = [d for d in _load_all(stream) if d is not None]
     except OSError as err:
         raise ClusterFileError(f"{path}: cannot read: {err.strerror or err}") from err
     except yaml.YAMLError as err:
