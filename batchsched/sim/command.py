@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
-from batchsched.cluster_file import ClusterFileError, ClusterState, load_cluster
+from batchsched.cluster_file import (
+    ClusterFileError,
+    ClusterState,
+    Progress,
+    load_cluster,
+    skipped_text,
+)
 from batchsched.config import ConfigError, default_config, load_config
 from batchsched.framework.profile import Profile
 from batchsched.model.errors import InvalidObject
@@ -79,10 +85,13 @@ def choose_profile(config_path: Path | None) -> Profile:
     return profiles.get(DEFAULT_SCHEDULER_NAME) or next(iter(profiles.values()))
 
 
-def read_inputs(req: SimulateRequest) -> Inputs:
+def read_inputs(req: SimulateRequest, note: Progress | None = None) -> Inputs:
+    """`note` gets the reader's progress lines and the one naming the kinds it skipped."""
     pods_csv = req.pods is not None and req.pods.suffix.lower() == ".csv"
     yaml_paths = [p for p in (req.cluster, None if pods_csv else req.pods) if p is not None]
-    state = load_cluster(yaml_paths, devices=True) if yaml_paths else None
+    state = load_cluster(yaml_paths, devices=True, progress=note) if yaml_paths else None
+    if state is not None and state.skipped and note is not None:
+        note(skipped_text(state.skipped))
     spec = GeneratorSpec.parse(req.generate) if req.generate is not None else None
     cluster = _cluster(req, state, dra=spec is not None and spec.gpus_as == DRA)
     pods = state_workload(state, cluster.gpu_device_class) if state else []
@@ -163,7 +172,7 @@ def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
     try:
         require_report_extra(req)
         profile = choose_profile(req.config)
-        inputs = read_inputs(req)
+        inputs = read_inputs(req, None if req.quiet else _note(err))
         method, pods, target = plan(req, inputs, profile)
     except (
         ClusterFileError,
@@ -196,6 +205,13 @@ def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
     print(render_summary(outcome, inputs.description, wall), file=out)
     write_outputs(req, outcome, inputs.description, wall, out)
     return 0
+
+
+def _note(err: TextIO) -> Progress:
+    def note(line: str) -> None:
+        print(f"batchsched simulate: {line}", file=err, flush=True)
+
+    return note
 
 
 def write_outputs(
