@@ -1,19 +1,19 @@
-"""The HTML report: index.html with the summary and three PNG plots (matplotlib, Agg backend)."""
+"""The HTML report: index.html with the summary as tables and PNG plots (matplotlib, Agg
+backend). matplotlib is the `report` extra's: it is imported here only, when a report is
+written. The paper's method places each pod on arrival or never, so its report has no
+wait-time plot, only a sentence saying so."""
 
 from __future__ import annotations
 
 import html
-import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
-
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display on servers or in CI
-
-import matplotlib.pyplot as plt
+from typing import TYPE_CHECKING, Final
 
 from batchsched.sim.run import PAPER, Outcome
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 ALLOCATION_PNG: Final = "allocation_vs_arrived.png"
 UTILISATION_PNG: Final = "utilisation_over_time.png"
@@ -23,18 +23,24 @@ _SIZE: Final = (7.0, 4.0)
 
 def write_report(outcome: Outcome, directory: Path, title: str) -> list[Path]:
     """Write index.html and the PNGs into `directory` (created if needed); returns the files."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers or in CI
     directory.mkdir(parents=True, exist_ok=True)
     files = [
         _allocation_plot(outcome, directory / ALLOCATION_PNG),
         _utilisation_plot(outcome, directory / UTILISATION_PNG),
-        _wait_plot(outcome, directory / WAIT_CDF_PNG),
     ]
+    if outcome.method != PAPER:
+        files.append(_wait_plot(outcome, directory / WAIT_CDF_PNG))
     index = directory / "index.html"
     index.write_text(_html(outcome, title))
     return [index, *files]
 
 
 def _allocation_plot(outcome: Outcome, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     curve = outcome.recorder.curve()
     arrived = [p["arrived_pct"] for p in curve]
     fig, ax = plt.subplots(figsize=_SIZE)
@@ -51,6 +57,8 @@ def _allocation_plot(outcome: Outcome, path: Path) -> Path:
 
 
 def _utilisation_plot(outcome: Outcome, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     rows = outcome.recorder.timeline()
     paper = outcome.method == PAPER
     # In the paper's method one pod arrives per virtual second, so time is the pod count.
@@ -75,6 +83,8 @@ def _utilisation_plot(outcome: Outcome, path: Path) -> Path:
 
 
 def _wait_plot(outcome: Outcome, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     waits = sorted(outcome.recorder.waits)
     fig, ax = plt.subplots(figsize=_SIZE)
     if waits:
@@ -91,7 +101,9 @@ def _wait_plot(outcome: Outcome, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _save(fig: matplotlib.figure.Figure, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -99,32 +111,51 @@ def _save(fig: matplotlib.figure.Figure, path: Path) -> Path:
 
 
 def _html(outcome: Outcome, title: str) -> str:
-    rows = "\n".join(
-        f"<tr><th>{html.escape(key)}</th><td>{html.escape(_show(value))}</td></tr>"
-        for key, value in outcome.summary().items()
-    )
+    plots = [
+        (ALLOCATION_PNG, "GPU allocation and fragmentation against arrived load"),
+        (UTILISATION_PNG, "Allocation and waiting pods over time"),
+    ]
+    if outcome.method != PAPER:
+        plots.append((WAIT_CDF_PNG, "Wait-time distribution (CDF)"))
     images = "\n".join(
         f'<figure><img src="{name}" alt="{alt}"><figcaption>{alt}</figcaption></figure>'
-        for name, alt in (
-            (ALLOCATION_PNG, "GPU allocation and fragmentation against arrived load"),
-            (UTILISATION_PNG, "Allocation and waiting pods over time"),
-            (WAIT_CDF_PNG, "Wait-time distribution (CDF)"),
-        )
+        for name, alt in plots
     )
+    if outcome.method == PAPER:
+        images += (
+            "\n<p>No wait-time plot: the paper's method places each pod when it arrives or "
+            "never, so no pod waits. Replay (<code>--method replay</code>) has waits.</p>"
+        )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
-th{{text-align:left;padding-right:1em}}figure{{margin:1em 0}}</style></head>
+th{{text-align:left;padding-right:1em}}td table{{border-left:1px solid #ccc}}
+figure{{margin:1em 0}}</style></head>
 <body><h1>{html.escape(title)}</h1>
-<table>
-{rows}
-</table>
+{_table(outcome.summary())}
 {images}
 </body></html>
 """
 
 
-def _show(value: object) -> str:
-    if isinstance(value, dict | list):
-        return json.dumps(value)
+def _table(values: Mapping[str, object]) -> str:
+    """A mapping as a two-column table; a nested mapping as a table in its cell."""
+    rows = "\n".join(
+        f"<tr><th>{html.escape(str(key))}</th><td>{_cell(value)}</td></tr>"
+        for key, value in values.items()
+    )
+    return f"<table>\n{rows}\n</table>"
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, Mapping):
+        return _table(value)
+    if isinstance(value, list | tuple):
+        return html.escape(", ".join(_plain(v) for v in value))
+    return html.escape(_plain(value))
+
+
+def _plain(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_plain(v)}" for k, v in value.items())
     return "" if value is None else str(value)
