@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Final, TypeVar
@@ -226,9 +226,9 @@ def resolve(objects: ClusterObjects) -> ClusterState:
     nodes = [_parsed(parse_node, obj, origin) for origin, obj in _node_pairs(objects)]
     pods = [_parsed(lambda o: parse_pod(o, classes), obj, origin) for origin, obj in objects.pods]
     groups = [_parsed(_pod_group, obj, origin) for origin, obj in objects.pod_groups]
-    _check_unique("Node", [n.name for n in nodes])
-    _check_unique("Pod", [p.key for p in pods])
-    _check_unique("PodGroup", [g.key for g in groups])
+    _check_unique("Node", [n.name for n in nodes], [o for o, _ in _node_pairs(objects)])
+    _check_unique("Pod", [p.key for p in pods], [o for o, _ in objects.pods])
+    _check_unique("PodGroup", [g.key for g in groups], [o for o, _ in objects.pod_groups])
     devices = _read_devices(objects.devices)
     pods = [_with_template_claims(pod, devices) for pod in pods]
     return ClusterState(
@@ -362,12 +362,14 @@ def _priority_classes(raw: list[Mapping[str, object]]) -> dict[str, int]:
     return classes
 
 
-def _check_unique(kind: str, names: list[str]) -> None:
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise ClusterFileError(f"{kind} {name} appears twice")
-        seen.add(name)
+def _check_unique(kind: str, names: list[str], origins: Sequence[str] = ()) -> None:
+    """Refuse a name seen twice, naming both places where `origins` (beside `names`) say."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        first = seen.setdefault(name, i)
+        if first != i:
+            where = f": {origins[first]} and {origins[i]}" if i < len(origins) else ""
+            raise ClusterFileError(f"{kind} {name} appears twice{where}")
 
 
 def load_cluster(

@@ -151,3 +151,16 @@ def test_a_bad_node_quantity_prints_the_field_once_with_file_and_node(
         "invalid quantity 'abc': "
     )
     assert err.count("status.allocatable.cpu") == 1
+
+
+def test_a_pod_twice_names_both_places_it_appears(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = dump(tmp_path / "c.yaml", make_node("n1").obj(), make_pod("p").obj())
+    pods = dump(tmp_path / "p.yaml", make_pod("p").obj())
+    rc, _, err = place(capsys, "--cluster", str(cluster), "--pods", str(pods), "--quiet")
+    assert rc == 2
+    assert err == (
+        "batchsched place: Pod default/p appears twice: "
+        f"{cluster}#0.items[1] and {pods}#0.items[0]\n"
+    )
