@@ -164,3 +164,22 @@ def test_a_pod_twice_names_both_places_it_appears(
         "batchsched place: Pod default/p appears twice: "
         f"{cluster}#0.items[1] and {pods}#0.items[0]\n"
     )
+
+
+def test_a_json_dump_is_read_like_the_yaml_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    items = [make_node("n1").cpu("2").obj(), other("Service", "web"), make_pod("p").obj()]
+    path = tmp_path / "all.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=4))
+    rc, out, err = place(capsys, "--cluster", str(path), "--output", "json")
+    assert rc == 0, err
+    assert json.loads(out)["placements"] == {"default/p": "n1"}
+    assert "skipped 1 object of kinds it does not read: Service 1" in err
+
+
+def test_broken_json_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "all.json"
+    path.write_text('{"kind": "List", "items": [')
+    rc, _, err = place(capsys, "--cluster", str(path), "--quiet")
+    assert rc == 2 and err.startswith(f"batchsched place: {path}: not valid JSON: ")
