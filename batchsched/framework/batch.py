@@ -263,23 +263,28 @@ class SignatureBatch:
             return window[0]
         # itemgetter and map gather and add in C: this runs once per member over ~500 nodes.
         gather = itemgetter(*window)
-        totals: list[int] = list(gather(self._fixed))
+        totals: Sequence[int] = gather(self._fixed)
         nodes = _Window(self._candidates, window)
         for k, scorer in enumerate(self._normalized):
             if len(self._counts[k]) <= 1 or scorer.normalizer is None:
                 continue
-            scores: list[int] = list(gather(self._raw[k]))
+            raw: tuple[int, ...] = gather(self._raw[k])
+            weight = scorer.weight
             if scorer.by_value:
                 # Normalize the distinct values only, then look each node's value up.
-                distinct = sorted(set(scores))
+                distinct = sorted(set(raw))
                 points = list(distinct)
                 scorer.normalizer.normalize_scores(self._base, pod, nodes[: len(points)], points)
-                scores = list(map(dict(zip(distinct, points, strict=True)).__getitem__, scores))
-            else:
-                scorer.normalizer.normalize_scores(self._base, pod, nodes, scores)
+                if min(points) < MIN_NODE_SCORE or max(points) > MAX_NODE_SCORE:
+                    return None
+                weighted = {v: p * weight for v, p in zip(distinct, points, strict=True)}
+                totals = list(map(add, totals, map(weighted.__getitem__, raw)))
+                continue
+            scores = list(raw)
+            scorer.normalizer.normalize_scores(self._base, pod, nodes, scores)
             if min(scores) < MIN_NODE_SCORE or max(scores) > MAX_NODE_SCORE:
                 return None
-            totals = list(map(add, totals, map(mul, scores, repeat(scorer.weight))))
+            totals = list(map(add, totals, map(mul, scores, repeat(weight))))
         best = max(totals)
         if totals.count(best) == 1:
             return window[totals.index(best)]

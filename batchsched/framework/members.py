@@ -25,7 +25,16 @@ class GangMembers:
     nodes more than once between them (fewer members would each filter fresh nodes anyway, so
     the kept results would never be read again); "always" and "never" are for tests."""
 
-    __slots__ = ("_batches", "_batching", "_members", "_runner", "_snapshot", "_within", "batched")
+    __slots__ = (
+        "_batches",
+        "_batching",
+        "_keys",
+        "_members",
+        "_runner",
+        "_snapshot",
+        "_within",
+        "batched",
+    )
 
     def __init__(
         self,
@@ -41,16 +50,18 @@ class GangMembers:
         # Signatures worth a batch and how many members share each; empty when none is (then
         # no member pays for a signature: a 3-pod gang on 5000 nodes keeps the runner's path).
         self._members: dict[Hashable, int] = {}
+        self._keys: dict[str, Hashable | None] = {}  # by pod uid: computed once per member
         if batching == "always" or (batching == "auto" and self._worth_it(len(pending))):
             for pod in pending:
-                key = signature(pod)
+                key = self._keys[pod.uid] = signature(pod)
                 if key is not None:
                     self._members[key] = self._members.get(key, 0) + 1
         self._batches: dict[Hashable, SignatureBatch | None] = {}
 
     def schedule(self, pod: PodView) -> ScheduleResult:
         """What runner.schedule_one(pod, snapshot, within) would return, the same way."""
-        key = signature(pod) if self._members else None
+        # A pod not among `pending` has no kept signature: the runner schedules it.
+        key = self._keys.get(pod.uid) if self._members else None
         batch = self._batch_for(key, pod) if key is not None else None
         result = batch.schedule(pod) if batch is not None else None
         if result is not None:
