@@ -30,7 +30,7 @@ def _configs() -> list[tuple[str, bool, str]]:
         if lang != "yaml" or "kind: KubeSchedulerConfiguration" not in body:
             continue
         invalid = text[:start].rstrip().endswith(INVALID_MARK)
-        following = next((b for lang2, b, _ in blocks[i + 1:] if lang2 == "text"), "")
+        following = next((b for lang2, b, _ in blocks[i + 1 :] if lang2 == "text"), "")
         found.append((body, invalid, following))
     return found
 
@@ -89,8 +89,13 @@ def _gpu_example() -> str:
 def test_the_worked_example_resolves_to_the_documented_scores() -> None:
     profile = load_config(_gpu_example()).profile("gpu-scheduler").describe()
     assert profile["score"] == [
-        "NodeResourcesFit:10", "TaintToleration:3", "NodeAffinity:2", "PodTopologySpread:2",
-        "InterPodAffinity:2", "ImageLocality:1", "DynamicResources:100",
+        "NodeResourcesFit:10",
+        "TaintToleration:3",
+        "NodeAffinity:2",
+        "PodTopologySpread:2",
+        "InterPodAffinity:2",
+        "ImageLocality:1",
+        "DynamicResources:100",
     ]
     assert "NodeResourcesBalancedAllocation" not in profile["preScore"]
 

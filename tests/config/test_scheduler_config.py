@@ -249,7 +249,7 @@ def test_v1_unknown_plugin_fails_naming_its_path_and_the_known_plugins() -> None
     message = str(caught.value)
     assert message.startswith(
         f'{path}: profiles[0].plugins.score.enabled[0].name: unknown plugin "GPUPriorityPlugin": '
-        "neither built in nor an installed package's \"batchsched.plugins\" entry point; "
+        'neither built in nor an installed package\'s "batchsched.plugins" entry point; '
         "known plugins: BackfillReservations, "
     )
     for name in ("ImageLocality", "InterPodAffinity", "NodeResourcesFit", "PrioritySort"):

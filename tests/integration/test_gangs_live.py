@@ -95,8 +95,7 @@ async def test_a_gang_that_cannot_fit_binds_none_and_gets_an_event(
         async def explained() -> bool:
             events = await events_for(api, NS, "toobig")
             return any(
-                e["reason"] == "FailedScheduling" and e["note"].startswith(expected)
-                for e in events
+                e["reason"] == "FailedScheduling" and e["note"].startswith(expected) for e in events
             )
 
         await wait_for(explained, timeout=30, what="FailedScheduling on the PodGroup")
