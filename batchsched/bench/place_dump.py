@@ -10,11 +10,14 @@ them, so the reader's skipping of kinds it does not read is part of what is time
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import TextIO
+
+import yaml
 
 _STAMP = "2026-01-01T00:00:00Z"
 
@@ -26,12 +29,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--pending", type=int, default=300)
     parser.add_argument("--out", type=Path, default=Path("/tmp/batchsched-dump.yaml"))
     parser.add_argument("--write-only", action="store_true", help="write the dump, no timing")
+    parser.add_argument("--json", action="store_true", help="as `kubectl get -o json` prints it")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     with args.out.open("w") as out:
         write_dump(out, args.nodes, args.pods, args.pending)
+    if args.json:  # the same objects, through the YAML reader once
+        (dump,) = read_yaml(args.out)
+        args.out.write_text(json.dumps(dump, indent=4))
     size = args.out.stat().st_size / 1e6
     print(f"wrote {args.out}: {args.nodes} nodes, {args.pods} pods, {size:.1f} MB")
     if args.write_only:
@@ -42,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     print(f"{' '.join(command)}: exit {done.returncode}, {seconds:.1f} s")
     return done.returncode
+
+
+def read_yaml(path: Path) -> list[object]:
+    with path.open("rb") as stream:
+        return list(yaml.load_all(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
 
 
 def write_dump(out: TextIO, nodes: int, pods: int, pending: int) -> None:
