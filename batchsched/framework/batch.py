@@ -295,13 +295,16 @@ class SignatureBatch:
     def schedule(self, pod: PodView) -> ScheduleResult | None:
         """schedule_one's result for `pod` from the kept results; None to hand it to the
         runner (nothing drawn or moved yet)."""
-        if not self.refresh(pod):
-            return None
-        found = self.sample()
-        if found is None:
-            return None
-        window, processed, following = found
-        chosen = self.pick(pod, window)
+        try:
+            if not self.refresh(pod):
+                return None
+            found = self.sample()
+            if found is None:
+                return None
+            window, processed, following = found
+            chosen = self.pick(pod, window)
+        except MissingState:
+            return None  # the runner turns it into the error it reports
         if chosen is None:
             return None
         runner = self._runner
