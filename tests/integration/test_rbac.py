@@ -98,6 +98,8 @@ SCHEDULER_MAY = [
     ("watches ResourceClaims", "watch", "resourceclaims.resource.k8s.io", None),
     ("protects a claim it allocates", "update", "resourceclaims.resource.k8s.io", WORKLOADS),
     ("writes a claim's allocation", "update", "resourceclaims.resource.k8s.io:status", WORKLOADS),
+    ("authenticates its callers", "create", "tokenreviews.authentication.k8s.io", None),
+    ("authorizes its callers", "create", "subjectaccessreviews.authorization.k8s.io", None),
     ("creates its Lease", "create", "leases.coordination.k8s.io", NAMESPACE),
     ("renews its Lease", "update", "leases.coordination.k8s.io/gpu-scheduler", NAMESPACE),
     ("reads its quota ConfigMap", "get", "configmaps/batchsched-tenant-quotas", NAMESPACE),
