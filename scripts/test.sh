@@ -29,6 +29,7 @@ echo "== install"
 
 echo "== ruff"
 "$PYTHON" -m ruff check .
+"$PYTHON" -m ruff format --check .
 
 echo "== mypy --strict"
 "$PYTHON" -m mypy --strict
