@@ -24,11 +24,9 @@ reported once, however many polls see it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -37,8 +35,8 @@ from batchsched.config.errors import Issue
 from batchsched.framework.profile import Profile
 from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
+from batchsched.runtime.file_poll import PolledFile, Resolve
 from batchsched.runtime.live import Recorder
-from batchsched.runtime.quota_reload import Resolve
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +44,6 @@ DEFAULT_POLL_INTERVAL_S: Final = 5.0
 RELOADED: Final = "SchedulerConfigReloaded"
 INVALID: Final = "InvalidSchedulerConfig"
 ACTION: Final = "LoadSchedulerConfig"
-_UNREADABLE: Final = "unreadable"
 _START_UP_ONLY: Final = (
     "leader_election",
     "client_connection",
@@ -86,7 +83,7 @@ def start_up_only_changes(old: SchedulerConfig, new: SchedulerConfig) -> list[st
     return [f for f in _START_UP_ONLY if getattr(old, f) != getattr(new, f)]
 
 
-class ConfigReloader:
+class ConfigReloader(PolledFile[tuple[SchedulerConfig, Mapping[str, Profile]]]):
     """Holds the config in force; `check_once` swaps in a changed, valid file."""
 
     def __init__(
@@ -101,37 +98,25 @@ class ConfigReloader:
         interval: float = DEFAULT_POLL_INTERVAL_S,
         resolve: Resolve | None = None,
     ) -> None:
-        self.path = path
+        super().__init__(
+            path,
+            interval=interval,
+            recorder=recorder,
+            regarding=regarding,
+            action=ACTION,
+            resolve=resolve,
+        )
         self.current = current
-        self.interval = interval
-        self.regarding = regarding
         self._apply = apply
-        self._recorder = recorder
         self._metrics = metrics
-        self._resolve = resolve
-        self._digest: str | None = None
         # The file was parsed at start-up; a failure here is reported by the next poll.
         with contextlib.suppress(ConfigError):
             self._digest = self._read()[0]
 
-    async def run(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        """Poll forever (cancel to stop)."""
-        while True:
-            await sleep(self.interval)
-            await self.check_once()
+    def _error(self, issues: list[Issue]) -> ConfigError:
+        return ConfigError(issues, str(self.path))
 
-    async def check_once(self) -> bool:
-        """Look at the file once; True when a new config was swapped in."""
-        try:
-            digest, text = self._read()
-        except ConfigError as err:
-            if self._digest != _UNREADABLE:
-                self._digest = _UNREADABLE
-                await self._rejected(err)
-            return False
-        if digest == self._digest:
-            return False
-        self._digest = digest
+    def _load(self, text: str) -> tuple[SchedulerConfig, Mapping[str, Profile]]:
         try:
             config = load_config(text)
             profiles = config.build_profiles()
@@ -140,21 +125,13 @@ class ConfigReloader:
                 raise ConfigError([Issue("", f"needs a restart: {p}") for p in problems])
         except ConfigError as err:
             err.source = str(self.path)
-            await self._rejected(err)
-            return False
-        await self._accepted(config, profiles, digest)
-        return True
-
-    def _read(self) -> tuple[str, str]:
-        try:
-            data = self.path.read_bytes()  # through the symlinks a ConfigMap mount swaps
-            return hashlib.sha256(data).hexdigest(), data.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError([Issue("", f"cannot read the file: {err}")], str(self.path)) from err
+            raise
+        return config, profiles
 
     async def _accepted(
-        self, config: SchedulerConfig, profiles: Mapping[str, Profile], digest: str
+        self, loaded: tuple[SchedulerConfig, Mapping[str, Profile]], digest: str
     ) -> None:
+        config, profiles = loaded
         later = start_up_only_changes(self.current, config)
         self._apply(config, profiles)
         self.current = config
@@ -181,8 +158,3 @@ class ConfigReloader:
         message = str(err).replace("\n", "; ")
         logger.error("scheduler config rejected, keeping the one in force error=%s", message)
         await self._record("Warning", INVALID, f"kept the scheduler config in force: {message}")
-
-    async def _record(self, type_: str, reason: str, note: str) -> None:
-        if self._resolve is not None and not self.regarding.uid:
-            self.regarding = await self._resolve(self.regarding)
-        await self._recorder.record(self.regarding, type_, reason, ACTION, note)

@@ -14,10 +14,8 @@ however many polls see it. At start-up there is no last good policy, so `load_in
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -25,10 +23,11 @@ from typing import Final
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.clock import Clock
-from batchsched.config.errors import Issue
+from batchsched.config.errors import ConfigError, Issue
 from batchsched.kube.binder import ObjectRef
 from batchsched.kube.client import ApiError, ApiUnavailable, request_json
 from batchsched.metrics import SchedulerMetrics
+from batchsched.runtime.file_poll import PolledFile, Resolve
 from batchsched.runtime.scheduler import Recorder
 from queues.config import QuotaConfigError, parse_quota_config
 from queues.model import QuotaPolicy
@@ -39,9 +38,6 @@ DEFAULT_POLL_INTERVAL_S: Final = 10.0
 RELOADED: Final = "QuotaConfigReloaded"
 INVALID: Final = "InvalidQuotaConfig"
 ACTION: Final = "LoadQuotaConfig"
-_UNREADABLE: Final = "unreadable"  # the digest of "could not read the file", so it logs once
-
-Resolve = Callable[[ObjectRef], Awaitable[ObjectRef]]
 
 
 def parse_object_ref(text: str) -> tuple[str, str]:
@@ -79,7 +75,7 @@ def uid_resolver(api: ApiClient) -> Resolve:
     return resolve
 
 
-class QuotaReloader:
+class QuotaReloader(PolledFile[QuotaPolicy]):
     """Reads the quota file; `check_once` puts a changed, valid file in force."""
 
     def __init__(
@@ -94,21 +90,23 @@ class QuotaReloader:
         interval: float = DEFAULT_POLL_INTERVAL_S,
         resolve: Resolve | None = None,
     ) -> None:
-        self.path = path
-        self.interval = interval
+        super().__init__(
+            path,
+            interval=interval,
+            recorder=recorder,
+            regarding=regarding,
+            action=ACTION,
+            resolve=resolve,
+        )
         self._on_change = on_change
-        self._recorder = recorder
-        self.regarding = regarding
-        self._resolve = resolve
         self._metrics = metrics
         self._clock = clock
-        self._digest: str | None = None  # of the content last looked at, good or bad
         self.policy: QuotaPolicy | None = None  # the last good one
 
     def load_initial(self) -> QuotaPolicy:
         """The policy at start-up; QuotaConfigError when the file is missing or bad."""
         digest, text = self._read()
-        self.policy = parse_quota_config(text, str(self.path))
+        self.policy = self._load(text)
         self._digest = digest
         self._metrics.quota_last_reload_success.set(self._clock.wall())
         logger.info(
@@ -119,39 +117,11 @@ class QuotaReloader:
         )
         return self.policy
 
-    async def run(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        """Poll forever (cancel to stop)."""
-        while True:
-            await sleep(self.interval)
-            await self.check_once()
+    def _error(self, issues: list[Issue]) -> QuotaConfigError:
+        return QuotaConfigError(issues, str(self.path))
 
-    async def check_once(self) -> bool:
-        """Look at the file once; True when a new policy was put in force."""
-        try:
-            digest, text = self._read()
-        except QuotaConfigError as err:
-            if self._digest != _UNREADABLE:
-                self._digest = _UNREADABLE
-                await self._rejected(err)
-            return False
-        if digest == self._digest:
-            return False
-        self._digest = digest
-        try:
-            policy = parse_quota_config(text, str(self.path))
-        except QuotaConfigError as err:
-            await self._rejected(err)
-            return False
-        await self._accepted(policy, digest)
-        return True
-
-    def _read(self) -> tuple[str, str]:
-        try:
-            data = self.path.read_bytes()
-            return hashlib.sha256(data).hexdigest(), data.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            issue = Issue("", f"cannot read the file: {err}")
-            raise QuotaConfigError([issue], str(self.path)) from err
+    def _load(self, text: str) -> QuotaPolicy:
+        return parse_quota_config(text, str(self.path))
 
     async def _accepted(self, policy: QuotaPolicy, digest: str) -> None:
         self.policy = policy
@@ -170,13 +140,8 @@ class QuotaReloader:
         note = f"quota config {self.path} reloaded: {len(policy.tenants)} tenants"
         await self._record("Normal", RELOADED, note)
 
-    async def _rejected(self, err: QuotaConfigError) -> None:
+    async def _rejected(self, err: ConfigError) -> None:
         self._metrics.quota_reloads.labels(result="error").inc()
         self._metrics.config_errors.labels(source="quota").inc()
         logger.error("quota config rejected, keeping the last good one error=%s", err)
         await self._record("Warning", INVALID, f"kept the last good quota config: {err}")
-
-    async def _record(self, type_: str, reason: str, note: str) -> None:
-        if self._resolve is not None and not self.regarding.uid:
-            self.regarding = await self._resolve(self.regarding)
-        await self._recorder.record(self.regarding, type_, reason, ACTION, note)
