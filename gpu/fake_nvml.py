@@ -125,6 +125,9 @@ class FakeNvml:
         self._registered: set[int] = set()
         self._wakeup = threading.Condition()
         self._load: dict[int, tuple[int, int]] = {}  # index -> (utilisation %, MiB in use)
+        # What the driver keeps for itself on each GPU: version 1 of the memory call counts it
+        # as used (615 MiB on an idle H200, driver 580), version 2 reports it apart.
+        self.reserved_mib = 0
 
     # Faults injected while running
 
@@ -201,11 +204,15 @@ class FakeNvml:
         name = " ".join(self.machine.product.split("-"))
         return f"{name} MIG {handle.name}" if isinstance(handle, _MigHandle) else name
 
-    def nvmlDeviceGetMemoryInfo(self, handle: object) -> _Memory:
+    def nvmlDeviceGetMemoryInfo(self, handle: object, version: int | None = None) -> _Memory:
         index = self._gpu("nvmlDeviceGetMemoryInfo", handle)
-        total = self.machine.gpu_memory_mib * 1024 * 1024
-        used = self._load.get(index, (0, 0))[1] * 1024 * 1024
-        return _Memory(total, total - used, used)
+        mib = 1024 * 1024
+        total = self.machine.gpu_memory_mib * mib
+        used = self._load.get(index, (0, 0))[1] * mib
+        reserved = self.reserved_mib * mib
+        if version is None:  # version 1: the driver's reserve is part of `used`
+            return _Memory(total, total - used - reserved, used + reserved)
+        return _Memory(total, total - used - reserved, used)
 
     def nvmlDeviceGetUtilizationRates(self, handle: object) -> _Utilization:
         index = self._gpu("nvmlDeviceGetUtilizationRates", handle)

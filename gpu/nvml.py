@@ -197,8 +197,22 @@ class NvmlReader:
         rates = optional_call(self._lib.nvmlDeviceGetUtilizationRates, h)
         if rates is None:
             return None
+        # Version 2 leaves out what the driver reserves for itself (615 MiB on an idle H200),
+        # which no pod can free and which version 1 counts as used.
         mib = 1024 * 1024
-        return GpuLoad(index, rates.gpu, memory.used // mib, memory.total // mib)
+        used = self._used_memory(h, memory)
+        return GpuLoad(index, rates.gpu, used // mib, memory.total // mib)
+
+    def _used_memory(self, h: object, memory: MemoryInfo) -> int:
+        if _MEMORY_V2 is None:  # an nvidia-ml-py without the versioned call
+            return memory.used
+        try:
+            v2 = nvml_call(self._lib.nvmlDeviceGetMemoryInfo, h, _MEMORY_V2)
+        except GpuLost:
+            raise
+        except NvmlError:  # a driver older than the version-2 struct: version 1 it is
+            return memory.used
+        return v2.used
 
     def _links(self, h: object) -> GpuLinks:
         """CPU affinity, and the active NVLinks: lanes to each peer GPU by bus id, to switches."""
@@ -319,6 +333,9 @@ def _with_health(device: GpuDevice, healthy: bool) -> GpuDevice:
 
 # nvmlGpuTopologyLevel_t to our levels. NODE (host bridges of one NUMA node) has no level of
 # its own here: it is the same socket without a shared switch, as PHB.
+# pynvml's version tag for the memory call's second struct (absent before nvidia-ml-py 12.535).
+_MEMORY_V2: Final[int | None] = getattr(pynvml, "nvmlMemory_v2", None)
+
 _PCIE_LEVELS: Final = {
     pynvml.NVML_TOPOLOGY_INTERNAL: LinkLevel.PIX,  # two GPUs on one board
     pynvml.NVML_TOPOLOGY_SINGLE: LinkLevel.PIX,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu.fake_nvml import FAKE_MACHINES, FakeNvml, Faults, host_numa
+from gpu.fake_nvml import FAKE_MACHINES, FakeNvml, Faults, _Memory, host_numa
 from gpu.machines import DGX_A100, DGX_H100, L4_BOX, PCIE_SERVER, T4_BOX, Machine, build
 from gpu.nvml import GpuLost, NvmlError, NvmlReader, NvmlUnavailable, product_name
 from gpu.nvml_model import GpuLinks, cpu_list, nvlink_between, parse_cpu_list
@@ -254,3 +254,33 @@ def test_any_set_of_lost_gpus_reads_without_raising(name: str, data: st.DataObje
 
 def test_gpu_lost_is_an_nvml_error() -> None:
     assert issubclass(GpuLost, NvmlError)
+
+
+def test_memory_in_use_leaves_out_what_the_driver_reserves() -> None:
+    # An idle H200 on driver 580 reads 615 MiB used through version 1 of the memory call and
+    # 0 MiB in nvidia-smi: the reserve is no pod's load.
+    reader, lib = reader_for(DGX_H100)
+    lib.reserved_mib = 615
+    lib.set_load(1, 40, 2048)
+    load = reader.read().load
+    assert load is not None
+    assert [g.memory_used_mib for g in load[:2]] == [0, 2048]
+
+
+class _NoVersionTwo(FakeNvml):
+    """A driver older than the version-2 memory struct."""
+
+    def nvmlDeviceGetMemoryInfo(self, handle: object, version: int | None = None) -> _Memory:
+        if version is not None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        return super().nvmlDeviceGetMemoryInfo(handle)
+
+
+def test_a_driver_without_the_version_two_memory_call_reads_version_one() -> None:
+    lib = _NoVersionTwo(DGX_H100)
+    lib.reserved_mib = 615
+    lib.set_load(0, 10, 1024)
+    reader = NvmlReader(lib, host_numa(DGX_H100))
+    reader.open()
+    load = reader.read().load
+    assert load is not None and load[0].memory_used_mib == 1024 + 615
