@@ -17,11 +17,12 @@ from batchsched.cluster_file import (
     load_cluster,
     skipped_text,
 )
-from batchsched.config import ConfigError, default_config, load_config
+from batchsched.config import ConfigError
 from batchsched.framework.profile import Profile
 from batchsched.model.errors import InvalidObject
 from batchsched.sim.dra_cluster import GPU_DEVICE_CLASS, as_dra_cluster, gpu_device_class
 from batchsched.sim.generator import DRA, GeneratorError, GeneratorSpec, generate
+from batchsched.sim.policy_run import choose_profile as choose_profile  # re-exported
 from batchsched.sim.run import (
     PAPER,
     PAPER_PERCENTAGE,
@@ -36,7 +37,6 @@ from batchsched.sim.run import (
     target_of_trace,
 )
 from batchsched.sim.trace import (
-    DEFAULT_SCHEDULER_NAME,
     PodFactory,
     TraceError,
     TracePod,
@@ -77,12 +77,6 @@ class Inputs:
 
 class InputError(ValueError):
     pass
-
-
-def choose_profile(config_path: Path | None) -> Profile:
-    config = load_config(config_path) if config_path else default_config()
-    profiles = config.build_profiles()
-    return profiles.get(DEFAULT_SCHEDULER_NAME) or next(iter(profiles.values()))
 
 
 def read_inputs(req: SimulateRequest, note: Progress | None = None) -> Inputs:
