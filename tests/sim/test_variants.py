@@ -1,4 +1,4 @@
-"""Trace variants: the published mixes reproduced, targets hit, seeds honoured, clusters reshaped."""
+"""Trace variants: published mixes reproduced, targets hit, seeds honoured, clusters reshaped."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from batchsched.sim.variants import (
     fits_some_node,
     measure_mix,
     parse_variant,
-    reshape_cluster,
     resample,
+    reshape_cluster,
 )
 
 
