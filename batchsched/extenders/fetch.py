@@ -12,13 +12,20 @@ are kube's (pkg/scheduler/extender.go and schedule_one.go):
   fails the pod's cycle with the error;
 - prioritize: the nodes that passed, every interested extender at once; a failing prioritizer
   is skipped whatever `ignorable` says; each score is scaled by weight * 100 / 10.
+
+A gang's members are asked before its trial, and the trial applies each member's verdict as
+it places that member. Members that share a scheduling signature (framework/batch.py: same
+namespace, requests, constraints, labels and annotations; names and uids differ) are asked
+once, with the first one's Pod, and share the answer: an N-member gang of identical pods
+costs one filter and one prioritize call per extender, not N, and the gang trial may batch
+them (the Extenders plugin is node-local for one signature).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 from batchsched.extenders.client import ExtenderClient, ExtenderUnavailable, Observe
 from batchsched.extenders.protocol import (
@@ -29,6 +36,7 @@ from batchsched.extenders.protocol import (
     scaled,
 )
 from batchsched.extenders.settings import ExtenderSettings
+from batchsched.framework.batch import signature
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.plugins.extenders import ExtenderVerdict
@@ -73,17 +81,28 @@ class ExtenderSet:
     def forget(self) -> None:
         self._verdicts.clear()
 
+    def unasked(self, pods: Iterable[PodView]) -> list[PodView]:
+        """The pods of these an extender is interested in and no verdict was fetched for."""
+        return [p for p in pods if p.uid not in self._verdicts and self.interested(p)]
+
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.clients))
 
     async def prefetch(self, pods: Iterable[PodView], nodes: Sequence[NodeView]) -> None:
-        """Ask about each pod (concurrently) and keep the verdicts until `forget`."""
-        wanted = [p for p in pods if self.interested(p)]
-        if not wanted:
+        """Ask about each distinct signature of these pods (concurrently) and keep the
+        verdicts, by pod, until `forget`."""
+        alike: dict[Hashable, list[PodView]] = {}
+        for pod in pods:
+            if self.interested(pod):
+                key = signature(pod)
+                alike.setdefault(("pod", pod.uid) if key is None else key, []).append(pod)
+        if not alike:
             return
-        verdicts = await asyncio.gather(*(self.ask(p, nodes) for p in wanted))
-        for pod, verdict in zip(wanted, verdicts, strict=True):
-            self._verdicts[pod.uid] = verdict
+        groups = list(alike.values())
+        verdicts = await asyncio.gather(*(self.ask(group[0], nodes) for group in groups))
+        for group, verdict in zip(groups, verdicts, strict=True):
+            for pod in group:
+                self._verdicts[pod.uid] = verdict
 
     async def ask(self, pod: PodView, nodes: Sequence[NodeView]) -> ExtenderVerdict:
         clients = self.interested(pod)

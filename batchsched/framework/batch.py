@@ -12,7 +12,7 @@ break), so the rules are:
   annotations (GPU requests are read from them).
 - Every Filter and Score plugin left enabled after PreFilter/PreScore must be one whose result
   for a node depends only on the pod's signature and that node (`NODE_LOCAL_PLUGINS`); any
-  other plugin (extenders, spread, affinity, out-of-tree ones) turns batching off.
+  other plugin (spread, affinity, out-of-tree ones) turns batching off.
 - Verdicts and raw scores of every candidate are computed once; placing a member changes one
   node, and only that node is evaluated again. Each member's sample is the same window of the
   rotating start index the runner would filter, its normalized scores are recomputed over that
@@ -58,6 +58,7 @@ NODE_LOCAL_PLUGINS = frozenset(
         "ImageLocality",
         "GpuTopology",
         "DynamicResources",  # its Filter SKIPs and its Score is 0 without resource claims
+        "Extenders",  # HTTP extenders' verdicts, fetched once per signature (extenders/fetch.py)
     }
 )
 

@@ -46,6 +46,9 @@ __all__ = ["CycleCounts", "Recorder", "Scheduler", "StatusWriter"]
 
 logger = logging.getLogger(__name__)
 
+# Rounds of asking the extenders before a cycle (gang members arriving during the last one).
+ASK_ROUNDS = 3
+
 
 class Scheduler:
     def __init__(
@@ -87,14 +90,18 @@ class Scheduler:
             attach_reservation_guard(profiles, self.waits)
         self._handle = LiveHandle(self.live, self.waits)
         self._holding: frozenset[str] = frozenset()  # reservations holding pods back
-        # HTTP extenders, asked before each cycle (the profiles' Extenders plugin reads them)
-        self.extenders: ExtenderSet | None = extender_set(profiles)
 
     # The shared state, as the app, the housekeeping round and tests read it.
 
     @property
     def profiles(self) -> Mapping[str, Profile]:
         return self.live.profiles
+
+    @property
+    def extenders(self) -> ExtenderSet | None:
+        """The HTTP extenders asked before each cycle: those of the profiles in force (the
+        profiles' Extenders plugin reads their verdicts), so a config reload changes them."""
+        return extender_set(self.live.profiles)
 
     @property
     def cache(self) -> SchedulerCache:
@@ -154,10 +161,11 @@ class Scheduler:
         try:
             while True:
                 queued = await self.live.queue.pop()
-                if self.extenders is None:
+                extenders = self.extenders
+                if extenders is None:
                     self.schedule_one(queued)
                 else:
-                    await self.schedule_one_asking(queued, self.extenders)
+                    await self.schedule_one_asking(queued, extenders)
                 # Let watches and binding tasks run between cycles.
                 await asyncio.sleep(0)
         finally:
@@ -187,18 +195,25 @@ class Scheduler:
 
     async def schedule_one_asking(self, queued: QueuedPod, extenders: ExtenderSet) -> None:
         """schedule_one, with the extenders asked first about the pod and the other pending
-        members of its gang; the cycle reads their verdicts as data (plugins/extenders.py)."""
-        pod = queued.pod
-        pods = [pod]
-        key = pod_group_of(pod)
-        if key is not None:
-            pods += self.live.queue.peek(self.live.gangs.members.get(key, set()) - {pod.uid})
-        nodes = [info.node for info in self.live.cache.snapshot.nodes]
+        members of its gang; the cycle reads their verdicts as data (plugins/extenders.py).
+        Members that reached the queue while the extenders answered are asked too (a few
+        rounds at most), so the cycle does not fail them for want of a verdict."""
         try:
-            await extenders.prefetch(pods, nodes)
+            for _ in range(ASK_ROUNDS):
+                unasked = extenders.unasked(self._asked_about(queued.pod))
+                if not unasked:
+                    break
+                nodes = [info.node for info in self.live.cache.snapshot.nodes]
+                await extenders.prefetch(unasked, nodes)
             self.schedule_one(queued)
         finally:
             extenders.forget()
+
+    def _asked_about(self, pod: PodView) -> list[PodView]:
+        key = pod_group_of(pod)
+        if key is None:
+            return [pod]
+        return [pod, *self.live.queue.peek(self.live.gangs.members.get(key, set()) - {pod.uid})]
 
     def check_reservations(self) -> None:
         """A reservation that left the backfill plan (its gang started, was deleted or gave

@@ -22,6 +22,8 @@ class Verdicts:
     calls: list[tuple[str, dict[str, object]]] = field(default_factory=list)
     # bind: what to do with ExtenderBindingArgs; its return is the answer's Error ("" = bound)
     bind: Callable[[dict[str, object]], Awaitable[str]] | None = None
+    # called with each filter call's ExtenderArgs before it is answered (to act meanwhile)
+    on_filter: Callable[[dict[str, object]], None] | None = None
 
 
 def _names(args: dict[str, object]) -> list[str]:
@@ -37,6 +39,8 @@ def extender_app(verdicts: Verdicts) -> web.Application:
     async def filter_(request: web.Request) -> web.Response:
         args = await request.json()
         verdicts.calls.append(("filter", args))
+        if verdicts.on_filter is not None:
+            verdicts.on_filter(args)
         await asyncio.sleep(verdicts.delay)  # the delay under test, not a wait in a test
         names = _names(args)
         refused = {**verdicts.refuse, **verdicts.unresolvable}

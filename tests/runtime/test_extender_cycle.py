@@ -55,7 +55,7 @@ async def test_the_scheduler_reads_the_extenders_of_its_profiles() -> None:
         await extenders.close()
 
 
-async def test_every_pending_member_of_a_gang_is_asked_about_before_its_cycle() -> None:
+async def test_every_pending_member_of_a_gang_gets_a_verdict_before_its_cycle() -> None:
     verdicts = Verdicts(refuse={"n1": "no", "n3": "no"})
     binds = Binds()
     async with serving(verdicts) as url:
@@ -66,8 +66,9 @@ async def test_every_pending_member_of_a_gang_is_asked_about_before_its_cycle() 
         await run_queue(scheduler, extenders)
         await extenders.close()
     assert sorted(binds.bound) == [("default/g-0", "n2"), ("default/g-1", "n2")]
-    asked = {c[1]["Pod"]["metadata"]["name"] for c in verdicts.calls if c[0] == "filter"}  # type: ignore[index]
-    assert asked == {"g-0", "g-1"}
+    # The two members share a signature: the extender is asked once, with the first one.
+    asked = [c[1]["Pod"]["metadata"]["name"] for c in verdicts.calls if c[0] == "filter"]  # type: ignore[index]
+    assert asked == ["g-0"]
 
 
 async def test_verdicts_are_dropped_after_the_cycle() -> None:
@@ -110,3 +111,69 @@ async def test_extender_calls_are_counted_by_result_in_the_schedulers_registry()
     assert _sample(metrics, total, extender="http://127.0.0.1:9", verb="f", result="error") == 1
     seconds = "batchsched_extender_request_duration_seconds_count"
     assert _sample(metrics, seconds, verb="filter") == 1
+
+
+def _calls(verdicts: Verdicts, verb: str) -> list[dict[str, object]]:
+    return [args for called, args in verdicts.calls if called == verb]
+
+
+async def test_identical_gang_members_are_asked_once_and_each_lands_where_it_allows() -> None:
+    verdicts = Verdicts(refuse={"n1": "no"}, scores={"n3": 10})
+    binds = Binds()
+    async with serving(verdicts) as url:
+        scheduler, pods, extenders = setup(url, binds)
+        add_group(scheduler, "g", 4, timeout=30)
+        for i in range(4):
+            pods.on_add(make_pod(f"g-{i}").gpus(4).label(LABEL, "g").view())
+        await run_queue(scheduler, extenders)
+        await extenders.close()
+    # One signature: one filter and one prioritize call, not four of each.
+    assert len(_calls(verdicts, "filter")) == 1
+    assert len(_calls(verdicts, "prioritize")) == 1
+    # n3 (scored 10) takes two 4-GPU members, n2 the other two; n1 (refused) none.
+    assert sorted(node for _, node in binds.bound) == ["n2", "n2", "n3", "n3"]
+
+
+async def test_gang_members_of_different_shapes_are_each_asked_with_their_own_pod() -> None:
+    verdicts = Verdicts(refuse={"n1": "no"})
+    binds = Binds()
+    async with serving(verdicts) as url:
+        scheduler, pods, extenders = setup(url, binds)
+        add_group(scheduler, "g", 3, timeout=30)
+        pods.on_add(make_pod("g-0").gpus(4).label(LABEL, "g").view())
+        pods.on_add(make_pod("g-1").gpus(4).label(LABEL, "g").view())
+        pods.on_add(make_pod("g-2").gpus(2).label(LABEL, "g").view())
+        await run_queue(scheduler, extenders)
+        await extenders.close()
+    asked = sorted(
+        c["Pod"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"]  # type: ignore[index]
+        for c in _calls(verdicts, "filter")
+    )
+    assert asked == ["2", "4"]
+    assert len(binds.bound) == 3
+    assert all(node != "n1" for _, node in binds.bound)
+
+
+async def test_a_member_arriving_while_the_extender_answers_is_asked_before_the_cycle() -> None:
+    verdicts = Verdicts(refuse={"n1": "no", "n3": "no"})
+    binds = Binds()
+    async with serving(verdicts) as url:
+        scheduler, pods, extenders = setup(url, binds)
+        add_group(scheduler, "g", 3, timeout=30)
+        pods.on_add(make_pod("g-0").gpus(2).label(LABEL, "g").view())
+        pods.on_add(make_pod("g-1").gpus(2).label(LABEL, "g").view())
+
+        def third_member_arrives(args: dict[str, object]) -> None:
+            if len(_calls(verdicts, "filter")) == 1:
+                pods.on_add(make_pod("g-2").gpus(2).label(LABEL, "g").view())
+
+        verdicts.on_filter = third_member_arrives
+        await run_queue(scheduler, extenders)
+        await extenders.close()
+    # Without the second round, g-2 had no verdict and failed the gang's cycle with an error.
+    assert sorted(binds.bound) == [
+        ("default/g-0", "n2"),
+        ("default/g-1", "n2"),
+        ("default/g-2", "n2"),
+    ]
+    assert len(_calls(verdicts, "filter")) == 2
