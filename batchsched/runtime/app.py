@@ -52,15 +52,11 @@ from batchsched.runtime.app_options import RunOptions
 from batchsched.runtime.app_quotas import Patch, QuotaFile, Quotas
 from batchsched.runtime.app_serving import start_serving, throttle_client
 from batchsched.runtime.gangs import GangTracker
-from batchsched.runtime.handlers import (
-    NodeEvents,
-    PodEvents,
-    PriorityClassEvents,
-    TopologyEvents,
-)
+from batchsched.runtime.handlers import NodeEvents, PodEvents, PriorityClassEvents, TopologyEvents
 from batchsched.runtime.preempting import Preempting
 from batchsched.runtime.preemption_notes import NotePublisher
 from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.queue_status_writer import QueueStatusWriter
 from batchsched.runtime.quota_reload import QuotaReloader
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.server import RunningServer
@@ -130,6 +126,7 @@ class App:
             synced=lambda: all(i.synced.is_set() for i in self.required),
             flush_events=self.events.flush,
             flush_status=pod_status.flush,
+            queue_status=QueueStatusWriter(api, clock),
         )
 
     def _build_scheduler(

@@ -21,6 +21,7 @@ from batchsched.runtime.gangs import rfc3339
 from batchsched.runtime.handlers import PodEvents
 from batchsched.runtime.preempting import Preempting
 from batchsched.runtime.preemption_notes import NotePublisher
+from batchsched.runtime.queue_status_writer import QueueStatusWriter, live_statuses
 from batchsched.runtime.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class Housekeeping:
         synced: Callable[[], bool],
         flush_events: Callable[[], Awaitable[int]] | None = None,
         flush_status: Callable[[Callable[[str], bool]], Awaitable[int]] | None = None,
+        queue_status: QueueStatusWriter | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.cache = scheduler.cache
@@ -63,6 +65,7 @@ class Housekeeping:
         self.synced = synced  # the informers the scheduling loop waits for have synced
         self.flush_events = flush_events  # Event series counts due (kube/events.py)
         self.flush_status = flush_status  # conditions deferred (kube/pod_status.py)
+        self.queue_status = queue_status  # each pending gang's place, on its PodGroup
 
     async def run(self) -> None:
         last_summary = time.monotonic()
@@ -84,12 +87,22 @@ class Housekeeping:
                     await self.flush_events()
                 if self.flush_status is not None and self.leading():
                     await self.flush_status(self._waiting)
+                await self._publish_queue_status()
+            elif self.queue_status is not None:
+                self.queue_status.forget()
             self._set_gauges()
             if time.monotonic() - last_summary >= SUMMARY_INTERVAL_S:
                 last_summary = time.monotonic()
                 if self.synced():
                     self.quotas.warn_capacity()
                 self._log_summary()
+
+    async def _publish_queue_status(self) -> None:
+        writer = self.queue_status
+        if writer is None or not writer.due() or not self.leading():
+            return
+        # Once per pass, never per event: the order costs O(n log n) in the pending gangs.
+        await writer.publish(live_statuses(self.scheduler), self.gangs.groups)
 
     def _waiting(self, uid: str) -> bool:
         """The pod is still ours to place: queued, and neither bound nor reserved."""

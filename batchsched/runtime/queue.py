@@ -243,6 +243,13 @@ class SchedulingQueue:
         """Whether the pod waits here: queued, parked, backing off or in a cycle now."""
         return uid in self._in_flight or self._queued(uid) is not None
 
+    def waiting(self) -> list[PodView]:
+        """Every pod `holds` says waits here, the newest version of each (PodGroup status)."""
+        found = [e.qp.pod for e in self._active.values()]
+        found.extend(t.qp.pod for t in (*self._backoff.values(), *self._unschedulable.values()))
+        found.extend(f.updated or f.pod for f in self._in_flight.values())
+        return found
+
     def requeue_unschedulable(self, qp: QueuedPod, cycle: int) -> None:
         """No node fitted in `cycle`: park the pod until a cluster event may help."""
         landed = self._land(qp)

@@ -1,0 +1,213 @@
+"""Where each pending gang stands in the scheduler's queue, and how that reads on its PodGroup.
+
+Purely computational. `queue_order` lays the pending workloads out in the order the live
+queue pops them (`runtime/queue.py`): one line per tenant in the profile's QueueSort order,
+the tenant whose head ranks best (fair share) going next. A gang is one entry, at its best
+member: when that member comes up the cycle takes the whole gang. Members enter at their
+creation time, so a retry does not move a gang back in line (the live heap would, for a
+moment; the reader wants the order of precedence, not the order of the next few retries).
+
+`queue_statuses` turns the order, the gangs' last rejections and their published estimated
+starts into one `QueueStatus` per gang; `differs` says whether a new status is worth a write
+over the one written, ignoring moves that would rewrite every group on every start: a place
+behind the first ten that moved by less than a tenth, an estimate moved by less than a minute.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.gang.status import NotStarted
+from batchsched.model.pod import PodView
+from queues.fairshare import RankKey
+
+QUEUED: Final = "Queued"  # waiting its turn; nothing said against it yet
+UNSCHEDULABLE: Final = "Unschedulable"  # its last cycle found no room (or quota refused)
+WAITING_FOR_MEMBERS: Final = "WaitingForMembers"  # fewer members than minMember exist
+EXACT_POSITIONS: Final = 10  # places up to here are written exactly
+POSITION_STEP: Final = 0.1  # further back, a move by this fraction is worth a write
+ESTIMATE_STEP_S: Final = 60.0
+DETAIL_CHARS: Final = 300  # of the scheduler's message, kept in the one-line status
+
+Less = Callable[[QueuedPod, QueuedPod], bool]
+Rank = Callable[[QueuedPod], RankKey]  # smaller goes first
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One pending workload in line: a gang's key, or "pod:<ns>/<name>" for a lone pod."""
+
+    key: str
+    tenant: str
+    pending: int  # members waiting
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """A pending gang's place in line and why it waits. `estimated_start`: wall seconds."""
+
+    reason: str
+    position: int  # 1 = tried next, over every tenant
+    total: int
+    tenant: str  # "" when no quota file names tenants
+    tenant_position: int
+    tenant_total: int
+    estimated_start: float | None = None
+    detail: str = ""  # the scheduler's last message about it
+
+
+def queue_order(
+    pods: Iterable[QueuedPod],
+    less: Less,
+    gang_of: Callable[[PodView], str],
+    tenant_of: Callable[[PodView], str],
+    rank: Rank | None = None,
+) -> list[Entry]:
+    """The workloads of `pods` in the order the queue would take them, nothing binding
+    meanwhile. `rank`: the tenant layer's, when tenants take turns by fair share."""
+    best: dict[str, QueuedPod] = {}
+    count: dict[str, int] = {}
+    for queued in pods:
+        key = gang_of(queued.pod)
+        count[key] = count.get(key, 0) + 1
+        held = best.get(key)
+        if held is None or less(queued, held):
+            best[key] = queued
+    lines: dict[str, list[tuple[str, QueuedPod]]] = {}
+    for key, queued in best.items():
+        lines.setdefault(tenant_of(queued.pod), []).append((key, queued))
+
+    def compare(a: tuple[str, QueuedPod], b: tuple[str, QueuedPod]) -> int:
+        if less(a[1], b[1]):
+            return -1
+        if less(b[1], a[1]):
+            return 1
+        return (a[0] > b[0]) - (a[0] < b[0])  # the same rank: by key, so the order is stable
+
+    for line in lines.values():
+        line.sort(key=functools.cmp_to_key(compare), reverse=True)  # head last: pop() is O(1)
+    ranks: dict[str, RankKey] = {}  # each head's rank, computed once while it is the head
+    order: list[Entry] = []
+    while lines:
+        pick = min(lines, key=functools.cmp_to_key(_by_head(lines, compare, rank, ranks)))
+        key, queued = lines[pick].pop()
+        ranks.pop(pick, None)
+        order.append(Entry(key, pick, count[key]))
+        if not lines[pick]:
+            del lines[pick]
+    return order
+
+
+def _by_head(
+    lines: Mapping[str, list[tuple[str, QueuedPod]]],
+    compare: Callable[[tuple[str, QueuedPod], tuple[str, QueuedPod]], int],
+    rank: Rank | None,
+    ranks: dict[str, RankKey],
+) -> Callable[[str, str], int]:
+    def by_head(a: str, b: str) -> int:
+        if rank is not None:
+            for tenant in (a, b):
+                if tenant not in ranks:
+                    ranks[tenant] = rank(lines[tenant][-1][1])
+            if ranks[a] != ranks[b]:
+                return -1 if ranks[a] < ranks[b] else 1
+        return compare(lines[a][-1], lines[b][-1])
+
+    return by_head
+
+
+def queue_statuses(
+    order: Sequence[Entry],
+    gangs: Callable[[str], bool],
+    held: Mapping[str, NotStarted],
+    estimates: Mapping[str, float],
+) -> dict[str, QueueStatus]:
+    """One status per entry of `order` that `gangs` says has a PodGroup to write it on.
+    `held`: why each gang's last cycle did not start it; `estimates`: published starts."""
+    per_tenant: dict[str, int] = {}
+    for entry in order:
+        per_tenant[entry.tenant] = per_tenant.get(entry.tenant, 0) + 1
+    seen: dict[str, int] = {}
+    statuses: dict[str, QueueStatus] = {}
+    for position, entry in enumerate(order, start=1):
+        seen[entry.tenant] = seen.get(entry.tenant, 0) + 1
+        if not gangs(entry.key):
+            continue
+        why = held.get(entry.key)
+        reason = QUEUED
+        if why is not None:
+            reason = WAITING_FOR_MEMBERS if why.short_of_members else UNSCHEDULABLE
+        statuses[entry.key] = QueueStatus(
+            reason=reason,
+            position=position,
+            total=len(order),
+            tenant=entry.tenant,
+            tenant_position=seen[entry.tenant],
+            tenant_total=per_tenant[entry.tenant],
+            estimated_start=estimates.get(entry.key),
+            detail=_one_line(why.message) if why is not None else "",
+        )
+    return statuses
+
+
+def message(status: QueueStatus, now: float) -> str:
+    """ "Unschedulable: position 3 of 7 in tenant team-a, 12 ahead overall; estimated start
+    14:05Z; 0/4 nodes are available: ...": the line `kubectl describe` shows."""
+    if status.tenant:
+        where = (
+            f"position {status.tenant_position} of {status.tenant_total} in tenant "
+            f"{status.tenant}, {status.position - 1} ahead overall"
+        )
+    else:
+        where = f"position {status.position} of {status.total}"
+    text = f"{status.reason}: {where}"
+    if status.estimated_start is not None:
+        text += f"; estimated start {_minute(status.estimated_start, now)}"
+    if status.detail:
+        text += f"; {status.detail}"
+    return text
+
+
+def differs(written: QueueStatus, new: QueueStatus) -> bool:
+    """Whether `new` is worth a write over `written`: a new reason or message, a place moved
+    (near the head at all, further back by a tenth), a total moved by a tenth, an estimate
+    appearing, going or moving by a minute or more."""
+    if (written.reason, written.detail, written.tenant) != (new.reason, new.detail, new.tenant):
+        return True
+    places = (
+        (written.position, new.position),
+        (written.tenant_position, new.tenant_position),
+        (written.total, new.total),
+        (written.tenant_total, new.tenant_total),
+    )
+    if any(_moved(before, after) for before, after in places):
+        return True
+    before, after = written.estimated_start, new.estimated_start
+    if before is None or after is None:
+        return (before is None) != (after is None)
+    return abs(before - after) >= ESTIMATE_STEP_S
+
+
+def _moved(before: int, after: int) -> bool:
+    if before == after:
+        return False
+    if min(before, after) <= EXACT_POSITIONS:
+        return True
+    return abs(after - before) >= POSITION_STEP * before
+
+
+def _minute(wall: float, now: float) -> str:
+    at = datetime.fromtimestamp(round(wall / 60.0) * 60.0, UTC)
+    if abs(wall - now) < 20 * 3600:
+        return at.strftime("%H:%MZ")
+    return at.strftime("%Y-%m-%d %H:%MZ")
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= DETAIL_CHARS else flat[: DETAIL_CHARS - 1] + "…"

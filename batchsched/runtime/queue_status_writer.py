@@ -1,0 +1,244 @@
+"""The leader writes each pending gang's place in line on its PodGroup, so that
+`kubectl describe podgroup` says where it stands and why.
+
+Where it goes, per API (the schemas decide):
+- every PodGroup (scheduler-plugins, upstream scheduling.k8s.io, Volcano): the annotations
+  `batchsched.io/queue-status` (the line: reason, place, estimated start, the scheduler's
+  last message) and `batchsched.io/queue-position` (the place, 1 = next). Metadata is the one
+  place every schema keeps: scheduler-plugins' status schema (ours in deploy/crds and the
+  upstream one Kubeflow installs) has no conditions, so the API server would prune them, and
+  Volcano's single condition is the gang status writer's (gang/status.py).
+- upstream scheduling.k8s.io PodGroups, as well: the condition `batchsched.io/Queued` beside
+  kube-scheduler's PodGroupScheduled (a strategic merge keyed by type leaves that one alone).
+
+Written only when it changed enough (`queue_status.differs`), at most once per
+`min_interval` per group, at most `max_writes` per pass, the groups nearest the head first;
+a gang that leaves the queue has the annotations removed (and the condition set False).
+The statuses are computed once per pass, every `pass_interval` seconds, never per event.
+Only the leader calls `publish` (runtime/app_housekeeping.py); the client's write fence
+refuses a standby's writes besides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from kubernetes_asyncio.client import ApiClient
+
+from batchsched.clock import Clock
+from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
+from batchsched.framework.interfaces import QueuedPod
+from batchsched.gang.podgroup import PodGroupView, pod_group_of
+from batchsched.kube.client import MERGE_PATCH as MERGE
+from batchsched.kube.client import STRATEGIC_MERGE_PATCH as STRATEGIC
+from batchsched.kube.client import request_json
+from batchsched.kube.podgroups import gang_object_path, pod_group_path
+from batchsched.model.gang_ref import GangApi
+from batchsched.model.pod import PodView
+from batchsched.runtime.queue_status import (
+    QueueStatus,
+    differs,
+    message,
+    queue_order,
+    queue_statuses,
+)
+from batchsched.runtime.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+QUEUE_STATUS_ANNOTATION: Final = "batchsched.io/queue-status"
+QUEUE_POSITION_ANNOTATION: Final = "batchsched.io/queue-position"
+QUEUED_CONDITION: Final = "batchsched.io/Queued"
+PASS_INTERVAL_S: Final = 5.0
+MIN_INTERVAL_S: Final = 15.0
+MAX_WRITES_PER_PASS: Final = 20
+
+# (path, body, content type) -> awaitable: a PATCH (tests may count or fail them).
+Patch = Callable[[str, Mapping[str, object], str], Awaitable[object]]
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    key: str
+    status: QueueStatus | None  # None: it left the queue, remove what was written
+
+
+def live_statuses(scheduler: Scheduler) -> dict[str, QueueStatus]:
+    """Every pending gang's status, from the scheduler's queue, tenant layer, rejections and
+    the estimated starts its leader published."""
+    snapshot = scheduler.cache.snapshot
+    pending = [p for p in scheduler.queue.waiting() if snapshot.node_of(p.uid) is None]
+    if not pending:
+        return {}
+    tenants = scheduler.tenants
+    ranked = tenants is not None and len(tenants.policy.tenants) > 1
+    order = queue_order(
+        (QueuedPod(p, p.creation_time, 0) for p in pending),
+        next(iter(scheduler.profiles.values())).queue_sort.less,
+        _gang_of,
+        tenants.tenant_of if tenants is not None else lambda pod: "",
+        tenants.rank if ranked and tenants is not None else None,
+    )
+    groups = scheduler.gangs.groups
+    estimates = {key: at for key, g in groups.items() if (at := _estimate(g)) is not None}
+    return queue_statuses(
+        order,
+        lambda key: key in groups and gang_object_path(key) is not None,
+        scheduler.gangs.rejections,
+        estimates,
+    )
+
+
+def plan_writes(
+    statuses: Mapping[str, QueueStatus],
+    written: Mapping[str, QueueStatus],
+    shown: Mapping[str, str],
+    since_write: Callable[[str], float],
+    limits: tuple[float, int],
+    now: float,
+) -> list[Write]:
+    """What to write this pass. Purely computational. `written`: what this leader wrote;
+    `shown`: the status line each group carries now (from the informer: after a failover,
+    what the last leader wrote); `since_write`: seconds since this leader wrote the group;
+    `limits`: (min_interval, max_writes); `now`: wall seconds."""
+    min_interval, max_writes = limits
+    wanted: list[tuple[tuple[int, int], Write]] = []
+    for key, new in statuses.items():
+        before = written.get(key)
+        # What this leader wrote, bucketed; else what the object shows, exactly.
+        needed = differs(before, new) if before else shown.get(key) != message(new, now)
+        if needed and since_write(key) >= min_interval:
+            urgent = before is None or before.reason != new.reason
+            wanted.append(((0 if urgent else 1, new.position), Write(key, new)))
+    for key in shown:
+        if key not in statuses and since_write(key) >= min_interval:
+            wanted.append(((0, 0), Write(key, None)))
+    wanted.sort(key=lambda pair: pair[0])
+    return [write for _, write in wanted[:max_writes]]
+
+
+class QueueStatusWriter:
+    def __init__(
+        self,
+        api: ApiClient | Patch,
+        clock: Clock,
+        *,
+        pass_interval: float = PASS_INTERVAL_S,
+        min_interval: float = MIN_INTERVAL_S,
+        max_writes: int = MAX_WRITES_PER_PASS,
+    ) -> None:
+        self.patch: Patch = _patcher(api) if isinstance(api, ApiClient) else api
+        self.clock = clock
+        self.pass_interval = pass_interval
+        self.min_interval = min_interval
+        self.max_writes = max_writes
+        self.passes = 0  # passes that computed the statuses
+        self.writes = 0  # PATCH requests sent
+        self._written: dict[str, QueueStatus] = {}
+        self._wrote_at: dict[str, float] = {}  # key -> monotonic time of the last write
+        self._last_pass = float("-inf")
+
+    def due(self) -> bool:
+        return self.clock.now() - self._last_pass >= self.pass_interval
+
+    def forget(self) -> None:
+        """Not leading: what this replica wrote may be overwritten by the next leader."""
+        self._written.clear()
+        self._wrote_at.clear()
+
+    async def publish(
+        self, statuses: Mapping[str, QueueStatus], groups: Mapping[str, PodGroupView]
+    ) -> int:
+        """Write what changed; the number of groups written."""
+        now = self.clock.now()
+        self._last_pass = now
+        self.passes += 1
+        for key in [k for k in self._written if k not in groups]:
+            del self._written[key]  # the PodGroup is gone: nothing to write on
+            self._wrote_at.pop(key, None)
+        shown = {
+            key: line
+            for key, group in groups.items()
+            if (line := group.annotations.get(QUEUE_STATUS_ANNOTATION)) is not None
+        }
+        plan = plan_writes(
+            statuses,
+            self._written,
+            shown,
+            lambda key: now - self._wrote_at.get(key, float("-inf")),
+            (self.min_interval, self.max_writes),
+            self.clock.wall(),
+        )
+        writes = [self._write(groups[w.key], w) for w in plan if w.key in groups]
+        done = await asyncio.gather(*writes)
+        return sum(done)
+
+    async def _write(self, group: PodGroupView, write: Write) -> bool:
+        wall = self.clock.wall()
+        line = message(write.status, wall) if write.status is not None else None
+        position = str(write.status.position) if write.status is not None else None
+        annotations = {QUEUE_STATUS_ANNOTATION: line, QUEUE_POSITION_ANNOTATION: position}
+        path = pod_group_path(group.namespace, group.name, group.api)
+        try:
+            self.writes += 1
+            # The uid makes it a precondition: a same-named successor is refused the write.
+            body = {"metadata": {"uid": group.uid, "annotations": annotations}}
+            await self.patch(path, body, MERGE)
+            if group.api is GangApi.KUBERNETES:
+                self.writes += 1
+                await self.patch(f"{path}/status", self._condition(group, write, wall), STRATEGIC)
+        except Exception as err:  # a gone object or a failing API server: a later pass
+            logger.debug("queue status not written group=%s error=%s", group.key, err)
+            return False
+        self._wrote_at[group.key] = self.clock.now()
+        if write.status is None:
+            self._written.pop(group.key, None)
+        else:
+            self._written[group.key] = write.status
+        return True
+
+    def _condition(self, group: PodGroupView, write: Write, wall: float) -> dict[str, object]:
+        status = write.status
+        condition: dict[str, object] = {"type": QUEUED_CONDITION}
+        if status is None:
+            condition |= {"status": "False", "reason": "NotQueued"}
+            condition["message"] = "no member waits in the scheduler's queue"
+        else:
+            condition |= {"status": "True", "reason": status.reason}
+            condition["message"] = message(status, wall)
+        if write.status is None or group.key not in self._written:
+            # The status flips (or this leader cannot know it did not): a new transition
+            # time; a message-only change keeps the one the server has.
+            condition["lastTransitionTime"] = _rfc3339(wall)
+        return {"status": {"conditions": [condition]}}
+
+
+def _patcher(api: ApiClient) -> Patch:
+    async def patch(path: str, body: Mapping[str, object], content_type: str) -> object:
+        return await request_json(api, "PATCH", path, body=body, content_type=content_type)
+
+    return patch
+
+
+def _gang_of(pod: PodView) -> str:
+    group = pod_group_of(pod)
+    return group if group is not None else f"pod:{pod.key}"
+
+
+def _estimate(group: PodGroupView) -> float | None:
+    text = group.annotations.get(ESTIMATED_START_ANNOTATION)
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _rfc3339(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,143 @@
+"""The queue status writer (runtime/queue_status_writer.py): what it plans to write, that it
+writes each API's fields, and that it writes nothing when nothing worth telling changed.
+The patches go to a recording function here; tests/integration/test_queue_status_live.py
+sends them to a real API server."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from batchsched.clock import FakeClock
+from batchsched.gang.podgroup import PodGroupView
+from batchsched.model.gang_ref import GangApi
+from batchsched.model.resources import Resources
+from batchsched.runtime.queue_status import QUEUED, UNSCHEDULABLE, QueueStatus, message
+from batchsched.runtime.queue_status_writer import (
+    QUEUE_POSITION_ANNOTATION,
+    QUEUE_STATUS_ANNOTATION,
+    QUEUED_CONDITION,
+    QueueStatusWriter,
+    Write,
+    plan_writes,
+)
+
+NOW = 1_700_000_000.0
+
+
+def status(position: int, reason: str = QUEUED) -> QueueStatus:
+    return QueueStatus(reason, position, 100, "", position, 100)
+
+
+def never(key: str) -> float:
+    return float("inf")
+
+
+def test_a_new_gang_is_written_and_an_unchanged_one_is_not() -> None:
+    plan = plan_writes(
+        {"ns/new": status(1), "ns/same": status(50)},
+        {"ns/same": status(50)},
+        {},
+        never,
+        (15.0, 20),
+        NOW,
+    )
+    assert plan == [Write("ns/new", status(1))]
+
+
+def test_a_group_written_less_than_the_interval_ago_waits() -> None:
+    plan = plan_writes(
+        {"ns/a": status(2)}, {"ns/a": status(1)}, {}, lambda key: 5.0, (15.0, 20), NOW
+    )
+    assert plan == []
+
+
+def test_the_cap_keeps_the_reason_changes_and_the_head_of_the_line() -> None:
+    written = {f"ns/g{i}": status(i + 1) for i in range(10)}
+    statuses = {f"ns/g{i}": status(i) for i in range(1, 10)}  # all moved up one place
+    statuses["ns/g9"] = status(9, UNSCHEDULABLE)
+    plan = plan_writes(statuses, written, {}, never, (15.0, 3), NOW)
+    assert [w.key for w in plan] == ["ns/g9", "ns/g1", "ns/g2"]
+
+
+def test_a_group_that_left_the_queue_has_its_line_removed() -> None:
+    plan = plan_writes({}, {}, {"ns/started": "Queued: position 1 of 1"}, never, (15.0, 20), NOW)
+    assert plan == [Write("ns/started", None)]
+
+
+def test_a_new_leader_leaves_alone_what_the_object_already_shows() -> None:
+    shown = {"ns/a": message(status(7), NOW), "ns/b": message(status(8), NOW)}
+    plan = plan_writes({"ns/a": status(7), "ns/b": status(3)}, {}, shown, never, (15.0, 20), NOW)
+    assert plan == [Write("ns/b", status(3))]
+
+
+def group(name: str, api: GangApi = GangApi.SCHEDULER_PLUGINS, **notes: str) -> PodGroupView:
+    return PodGroupView(
+        "ns", name, f"uid-{name}", 2, Resources(), None, 0.0, {}, dict(notes), api=api
+    )
+
+
+class Recorder:
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[str, Mapping[str, object], str]] = []
+        self.fail = fail
+
+    async def __call__(self, path: str, body: Mapping[str, object], kind: str) -> object:
+        self.calls.append((path, body, kind))
+        if self.fail:
+            raise OSError("API server unavailable")
+        return {}
+
+
+async def test_a_scheduler_plugins_group_gets_the_annotations_once() -> None:
+    patch, clock = Recorder(), FakeClock()
+    writer = QueueStatusWriter(patch, clock, min_interval=15.0)
+    groups = {"ns/a": group("a")}
+    assert await writer.publish({"ns/a": status(3)}, groups) == 1
+    path, body, kind = patch.calls[0]
+    assert path == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/a"
+    assert kind == "application/merge-patch+json"
+    assert body == {
+        "metadata": {
+            "uid": "uid-a",
+            "annotations": {
+                QUEUE_STATUS_ANNOTATION: "Queued: position 3 of 100",
+                QUEUE_POSITION_ANNOTATION: "3",
+            },
+        }
+    }
+    clock.advance(60)
+    assert await writer.publish({"ns/a": status(3)}, groups) == 0
+    assert len(patch.calls) == 1  # nothing changed: no PATCH
+
+
+async def test_an_upstream_group_also_gets_the_queued_condition_beside_its_own() -> None:
+    patch = Recorder()
+    writer = QueueStatusWriter(patch, FakeClock())
+    await writer.publish({"k8s:ns/a": status(1)}, {"k8s:ns/a": group("a", GangApi.KUBERNETES)})
+    path, body, kind = patch.calls[1]
+    assert path == "/apis/scheduling.k8s.io/v1alpha2/namespaces/ns/podgroups/a/status"
+    assert kind == "application/strategic-merge-patch+json"  # merged by type: others stay
+    (condition,) = body["status"]["conditions"]  # type: ignore[index]
+    assert condition["type"] == QUEUED_CONDITION
+    assert (condition["status"], condition["reason"]) == ("True", QUEUED)
+    assert "lastTransitionTime" in condition
+
+
+async def test_a_failed_write_is_tried_again_on_the_next_pass() -> None:
+    patch, clock = Recorder(fail=True), FakeClock()
+    writer = QueueStatusWriter(patch, clock)
+    groups = {"ns/a": group("a")}
+    assert await writer.publish({"ns/a": status(1)}, groups) == 0
+    patch.fail = False
+    assert await writer.publish({"ns/a": status(1)}, groups) == 1
+
+
+async def test_a_pass_is_due_only_every_pass_interval() -> None:
+    clock = FakeClock()
+    writer = QueueStatusWriter(Recorder(), clock, pass_interval=5.0)
+    assert writer.due()
+    await writer.publish({}, {})
+    clock.advance(4.0)
+    assert not writer.due()
+    clock.advance(1.0)
+    assert writer.due()
