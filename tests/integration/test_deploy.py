@@ -183,12 +183,16 @@ def test_the_scheduler_runs_with_flags_batchsched_run_accepts(core: list[dict[st
 
     args = build_parser().parse_args(scheduler["args"])  # exits (fails) on an unknown flag
 
-    port = int(args.http_address.rpartition(":")[2])
-    assert [p["containerPort"] for p in scheduler["ports"]] == [port]
+    # Probes and scrapes on the secure port, as kube-scheduler's; no unauthenticated listener.
+    assert args.http_address is None
+    assert [p["containerPort"] for p in scheduler["ports"]] == [args.secure_port] == [10259]
     probes = {name: scheduler[name]["httpGet"] for name in ("livenessProbe", "readinessProbe")}
     assert probes["livenessProbe"]["path"] == "/healthz"
     assert probes["readinessProbe"]["path"] == "/readyz"
     assert {p["port"] for p in probes.values()} == {scheduler["ports"][0]["name"]}
+    assert {p["scheme"] for p in probes.values()} == {"HTTPS"}
+    service = find(core, "Service", "batchsched-scheduler")["spec"]["ports"]
+    assert [(p["port"], p["targetPort"]) for p in service] == [(10259, "https-metrics")]
     assert args.leader_elect is True
     assert scheduler["securityContext"]["readOnlyRootFilesystem"] is True
 
@@ -304,7 +308,8 @@ def token_kubeconfig(plane: ControlPlane, token: str, path: Path) -> Path:
 
 
 def deployed_args(core: list[dict[str, Any]], directory: Path, port: int) -> list[str]:
-    """The Deployment's args, with its mounted files written to `directory`, on `port`."""
+    """The Deployment's args, with its mounted files written to `directory`, its secure port
+    on `port` (runs share this host) bound to loopback."""
     args = []
     for arg in container(core, "Deployment", "batchsched-scheduler")["args"]:
         flag, _, value = arg.partition("=")
@@ -312,13 +317,10 @@ def deployed_args(core: list[dict[str, Any]], directory: Path, port: int) -> lis
             local = directory / Path(value).name
             local.write_text(mounted_file(core, value), encoding="utf-8")
             arg = f"{flag}={local}"
-        elif flag == "--http-address":
-            arg = f"{flag}=127.0.0.1:{port}"
         elif flag == "--secure-port":
-            continue
+            arg = f"{flag}={port}"
         args.append(arg)
-    # The secure port (default 10259) is off here: runs share this host, the plain one is read.
-    return [*args, "--secure-port=0"]
+    return [*args, "--bind-address=127.0.0.1"]
 
 
 async def node_of(api: client.ApiClient, name: str) -> str:
