@@ -22,7 +22,7 @@ from batchsched.plugins.default_binder import BindingClient, DefaultBinder
 from batchsched.runtime.app_extenders import (
     profiles_with_extenders as profiles_with_extenders,  # re-exported for app.py
 )
-from batchsched.runtime.app_extenders import rewire
+from batchsched.runtime.app_extenders import reloaded_profiles, rewire
 from batchsched.runtime.app_options import RunOptions
 from batchsched.runtime.config_reload import ConfigReloader
 from batchsched.runtime.quota_reload import lease_ref, uid_resolver
@@ -73,10 +73,18 @@ def carry_wiring(old: Mapping[str, Profile], new: Mapping[str, Profile]) -> None
                     setattr(plugin, attribute, getattr(before, attribute))
 
 
-def swap_profiles(scheduler: Scheduler, profiles: Mapping[str, Profile], seed: int) -> None:
-    """Put new profiles in force; called on the event loop, so between two cycles."""
-    profiles = rewire(scheduler.live.profiles, profiles)
-    carry_wiring(scheduler.live.profiles, profiles)
+def swap_profiles(
+    scheduler: Scheduler, profiles: Mapping[str, Profile], seed: int, keep_extenders: bool = True
+) -> None:
+    """Put new profiles in force; called on the event loop, so between two cycles. With
+    `keep_extenders`, they get the running extenders; otherwise they come with their own and
+    the running ones are retired (closed when the loop stops)."""
+    old = scheduler.live.profiles
+    if keep_extenders:
+        profiles = rewire(old, profiles)
+    else:
+        scheduler.retired.append(old)
+    carry_wiring(old, profiles)
     scheduler.live.profiles = profiles
     scheduler.live.runners = {name: ProfileRunner(p, seed) for name, p in profiles.items()}
 
@@ -100,7 +108,10 @@ class ConfigFile:
         self.reloader = ConfigReloader(
             options.config,
             config,
-            apply=lambda _config, profiles: swap_profiles(scheduler, profiles, options.seed),
+            apply=lambda new, profiles: swap_profiles(
+                scheduler, profiles, options.seed, new.extenders == self.current.extenders
+            ),
+            build=lambda current, new: reloaded_profiles(current, new, metrics),
             recorder=scheduler.events,
             regarding=lease_ref(lease.resource_namespace, lease.resource_name),
             metrics=metrics,

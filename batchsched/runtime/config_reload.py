@@ -8,7 +8,9 @@ A changed file is parsed and validated in full, every profile's plugins built wi
 before anything changes; then the new profiles are swapped in. The swap is one synchronous
 assignment on the event loop, and a scheduling cycle (Scheduler.schedule_one) is synchronous
 too, so it lands between cycles: a cycle runs wholly on the old or wholly on the new profiles.
-Pods already in their binding cycle finish with the profile they were placed by.
+Pods already in their binding cycle finish with the profile they were placed by. A changed
+`extenders:` list comes with new extender clients (runtime/app_extenders.py); a cycle whose
+extenders were swapped while they answered asks the new ones before it runs.
 
 What one scheduling queue and the process are built around cannot change live: the set of
 scheduler names and the queueSort plugin with its args. A file that changes them is rejected
@@ -53,6 +55,12 @@ _START_UP_ONLY: Final = (
 )
 
 Apply = Callable[[SchedulerConfig, Mapping[str, Profile]], None]
+# (config in force, changed config) -> the changed config's profiles, or ConfigError.
+Build = Callable[[SchedulerConfig, SchedulerConfig], Mapping[str, Profile]]
+
+
+def _profiles(current: SchedulerConfig, config: SchedulerConfig) -> Mapping[str, Profile]:
+    return config.build_profiles()
 
 
 def restart_needed(old: SchedulerConfig, new: SchedulerConfig) -> list[str]:
@@ -97,6 +105,7 @@ class ConfigReloader(PolledFile[tuple[SchedulerConfig, Mapping[str, Profile]]]):
         metrics: SchedulerMetrics,
         interval: float = DEFAULT_POLL_INTERVAL_S,
         resolve: Resolve | None = None,
+        build: Build = _profiles,
     ) -> None:
         super().__init__(
             path,
@@ -108,6 +117,7 @@ class ConfigReloader(PolledFile[tuple[SchedulerConfig, Mapping[str, Profile]]]):
         )
         self.current = current
         self._apply = apply
+        self._build = build
         self._metrics = metrics
         # The file was parsed at start-up; a failure here is reported by the next poll.
         with contextlib.suppress(ConfigError):
@@ -119,10 +129,10 @@ class ConfigReloader(PolledFile[tuple[SchedulerConfig, Mapping[str, Profile]]]):
     def _load(self, text: str) -> tuple[SchedulerConfig, Mapping[str, Profile]]:
         try:
             config = load_config(text)
-            profiles = config.build_profiles()
             problems = restart_needed(self.current, config)
             if problems:
                 raise ConfigError([Issue("", f"needs a restart: {p}") for p in problems])
+            profiles = self._build(self.current, config)
         except ConfigError as err:
             err.source = str(self.path)
             raise

@@ -90,6 +90,8 @@ class Scheduler:
             attach_reservation_guard(profiles, self.waits)
         self._handle = LiveHandle(self.live, self.waits)
         self._holding: frozenset[str] = frozenset()  # reservations holding pods back
+        # Profiles a config reload replaced together with their extenders: closed at the end.
+        self.retired: list[Mapping[str, Profile]] = []
 
     # The shared state, as the app, the housekeeping round and tests read it.
 
@@ -170,7 +172,8 @@ class Scheduler:
                 await asyncio.sleep(0)
         finally:
             await self.drain()
-            await close_extenders(self.live.profiles)
+            for profiles in (*self.retired, self.live.profiles):
+                await close_extenders(profiles)
 
     def runner_for(self, pod: PodView) -> ProfileRunner:
         return self.live.runner_for(pod)
@@ -205,6 +208,10 @@ class Scheduler:
                     break
                 nodes = [info.node for info in self.live.cache.snapshot.nodes]
                 await extenders.prefetch(unasked, nodes)
+            swapped = self.extenders  # a config reload may have put others in force meanwhile
+            if swapped is not extenders and swapped is not None:
+                await self.schedule_one_asking(queued, swapped)
+                return
             self.schedule_one(queued)
         finally:
             extenders.forget()

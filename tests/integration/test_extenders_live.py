@@ -3,13 +3,16 @@ fixed verdicts) while it schedules on the real API server."""
 
 from __future__ import annotations
 
+import os
 import socket
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from batchsched.config import SchedulerConfig, config_from_mapping
+from batchsched.config import SchedulerConfig, config_from_mapping, load_config
 from batchsched.kube.client import request_json
+from batchsched.runtime.app import App, RunOptions
 from tests.builders import make_node, make_pod
 from tests.extenders.fake_extender import Verdicts, serving
 from tests.integration.control_plane import ControlPlane
@@ -153,3 +156,78 @@ async def test_a_binder_extender_binds_the_pods_it_manages_and_default_binder_th
             await wait_for(lambda: node_of(api, NS, "fpga-pod"), timeout=30, what="fpga bound")
     binds = [c[1] for c in verdicts.calls if c[0] == "bind"]
     assert [(b["PodName"], b["Node"]) for b in binds] == [("fpga-pod", "fpga")]
+
+
+def _config_file(url: str, lease: str) -> str:
+    return f"""apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  resourceNamespace: {NS}
+  resourceName: {lease}
+profiles:
+- schedulerName: gpu-scheduler
+extenders:
+- urlPrefix: {url}
+  filterVerb: filter
+  nodeCacheCapable: true
+"""
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the file in one rename, as the kubelet's ConfigMap writer does."""
+    staging = path.with_suffix(".tmp")
+    staging.write_text(text)
+    os.replace(staging, path)
+
+
+def _reloads(app: App, result: str) -> float:
+    value = app.metrics.registry.get_sample_value(
+        "batchsched_config_reload_total", {"result": result}
+    )
+    return value or 0.0
+
+
+async def test_an_edited_config_file_puts_a_new_extender_in_force_between_cycles(
+    api: client.ApiClient, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    await _nodes(api)
+    only_n3 = Verdicts(refuse={"n1": "not here", "n2": "not here"})
+    only_n1 = Verdicts(refuse={"n2": "not here", "n3": "not here"})
+    path = tmp_path / "scheduler-config.yaml"
+    lease = "gpu-scheduler-extenders"
+    async with serving(only_n3) as first, serving(only_n1) as second:
+        _write(path, _config_file(first, lease))
+        options = RunOptions(
+            leader_elect=False,
+            http_host="127.0.0.1",
+            http_port=0,
+            config=path,
+            config_poll_interval=0.05,
+        )
+        async with running_scheduler(control_plane, options, load_config(path)) as app:
+            await create_pod(api, make_pod("before").cpu("1"))
+            await wait_for(lambda: node_of(api, NS, "before"), timeout=30, what="before bound")
+            assert await node_of(api, NS, "before") == "n3"
+
+            _write(path, _config_file(second, lease))
+            await wait_for(lambda: _reloads(app, "success") == 1, timeout=20, what="reload")
+            for i in range(3):
+                await create_pod(api, make_pod(f"after-{i}").cpu("1"))
+            for i in range(3):
+                name = f"after-{i}"
+                await wait_for(lambda n=name: node_of(api, NS, n), timeout=30, what=f"{name}")
+                assert await node_of(api, NS, name) == "n1"
+
+            # A bad extender entry (a prioritizer without weight) keeps the second one.
+            bad = _config_file(second, lease) + "  prioritizeVerb: prioritize\n"
+            _write(path, bad)
+            await wait_for(lambda: _reloads(app, "error") == 1, timeout=20, what="rejection")
+            await create_pod(api, make_pod("later").cpu("1"))
+            await wait_for(lambda: node_of(api, NS, "later"), timeout=30, what="later bound")
+            assert await node_of(api, NS, "later") == "n1"
+    assert {args["Pod"]["metadata"]["name"] for _, args in only_n1.calls} == {  # type: ignore[index]
+        "after-0",
+        "after-1",
+        "after-2",
+        "later",
+    }
