@@ -1,10 +1,11 @@
 """Placement quality on the Alibaba GPU 2023 trace variants, by the ATC '23 paper's method.
 
-`python -m batchsched.bench trace [--variants default,cpu050,...] [--seeds 42-51]
-[--traces DIR] [--jobs N] --out results.json` runs `batchsched simulate`'s paper method for
-every variant x seed (each run one process of a pool), writes every run's curve point at 100 %
-and 130 % arrived to the JSON as it goes (so a long run can be watched), and prints the GPU
-allocation at 130 % arrived, mean over the seeds, next to the paper's policies.
+`python -m batchsched.bench trace [--variants default,cpu050,...] [--policies default,fgd,...]
+[--seeds 42-51] [--traces DIR] [--jobs N] --out results.json` runs `batchsched simulate`'s paper
+method for every variant x policy x seed (each run one process of a pool), writes every run's
+curve point at 100 % and 130 % arrived to the JSON as it goes (so a long run can be watched;
+`runs[variant][policy]` is a list of rows, one per seed), and prints the GPU allocation at 100 %
+and 130 % arrived, mean over the seeds, per policy, next to the paper's FGD and BestFit.
 """
 
 from __future__ import annotations
@@ -12,17 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
-from batchsched.bench.trace_paper import PAPER_AT_130, PAPER_SOURCE
-from batchsched.sim.command import choose_profile
-from batchsched.sim.run import run_paper
+from batchsched.bench.trace_paper import PAPER_SOURCE
+from batchsched.bench.trace_table import Row, render, summarize
+from batchsched.sim.policy_run import POLICY_NAMES, UnknownPolicy, parse_policies, run_policy
 from batchsched.sim.trace import embedded_default_pods, embedded_gpu_nodes, read_nodes, read_pods
 
 SHARED_TRACES: Final = Path("/work/shared/traces/alibaba-gpu-2023/csv")
@@ -64,31 +64,20 @@ def pods_csv(traces: Path | None, variant: str) -> Path:
     return traces / f"openb_pod_list_{variant}.csv"
 
 
-Row = dict[str, float]
-
-
-def one_run(nodes_csv: str, pods_path: str, seed: int, config: str | None, inflation: float) -> Row:
-    """One paper-method run in a worker process; the curve points the table needs."""
+def one_run(
+    nodes_csv: str, pods_path: str, policy: str, seed: int, config: str | None, inflation: float
+) -> Row:
+    """One paper-method run of `policy` in a worker process; the curve points the table needs."""
     start = time.perf_counter()
-    profile = choose_profile(Path(config) if config else None)
-    outcome = run_paper(
+    outcome = run_policy(
+        policy,
         read_nodes(Path(nodes_csv)),
         read_pods(Path(pods_path)),
-        profile,
         seed=seed,
         inflation=inflation,
+        config=Path(config) if config else None,
     )
-    curve = outcome.recorder.curve()
-    return {
-        "seed": seed,
-        "pods": outcome.pods,
-        "placed": outcome.recorder.placed_count,
-        "gpu_alloc_pct_at_100": curve[100]["gpu_alloc_pct"],
-        "gpu_alloc_pct_at_130": curve[130]["gpu_alloc_pct"],
-        "frag_gpu_pct_at_130": curve[130]["frag_gpu_pct"],
-        "sim_s": round(outcome.sim_s, 2),
-        "wall_s": round(time.perf_counter() - start, 2),
-    }
+    return {**outcome.row(), "wall_s": round(time.perf_counter() - start, 2)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
     nodes = nodes or embedded_gpu_nodes()
     variants = [v for v in args.variants.split(",") if v] if args.variants else list(VARIANTS)
     config = str(args.config) if args.config else None
+    try:
+        policies = parse_policies(args.policies)
+    except UnknownPolicy as error:
+        raise SystemExit(f"bench trace: --policies: {error}") from None
     header = {
         "method": "paper (Weng et al., ATC '23): sampled to inflation x GPU capacity, "
         "placed one at a time, no departures",
@@ -105,76 +98,36 @@ def run(args: argparse.Namespace) -> int:
         "nodes": str(nodes),
         "config": config,
         "paper_source": PAPER_SOURCE,
+        "policies": policies,
     }
-    runs: dict[str, list[Row]] = {v: [] for v in variants}
-    # Seed-major, so a run stopped early still covers every variant.
-    jobs = [(v, s) for s in parse_seeds(args.seeds) for v in variants]
+    runs: dict[str, dict[str, list[Row]]] = {v: {p: [] for p in policies} for v in variants}
+    # Seed-major, so a run stopped early still covers every variant and policy.
+    jobs = [(v, p, s) for s in parse_seeds(args.seeds) for v in variants for p in policies]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {
-            pool.submit(one_run, str(nodes), str(pods_csv(traces, v)), s, config, args.inflation): (
-                v,
-                s,
-            )
-            for v, s in jobs
+            pool.submit(
+                one_run, str(nodes), str(pods_csv(traces, v)), p, s, config, args.inflation
+            ): (v, p, s)
+            for v, p, s in jobs
         }
         for done, future in enumerate(as_completed(futures), 1):
-            variant, seed = futures[future]
+            variant, policy, seed = futures[future]
             row = future.result()
-            runs[variant].append(row)
+            runs[variant][policy].append(row)
             print(
-                f"[{done}/{len(jobs)}] {variant} seed {seed}: "
+                f"[{done}/{len(jobs)}] {variant} {policy} seed {seed}: "
                 f"{row['gpu_alloc_pct_at_130']}% at 130% ({row['wall_s']} s)",
                 file=sys.stderr,
             )
             _write(args.out, {**header, "runs": runs})
     summary = summarize(runs)
     _write(args.out, {**header, "runs": runs, "summary": summary})
-    print(render(summary))
+    print(render(summary, policies))
     return 0
 
 
 def _write(path: Path, results: Mapping[str, object]) -> None:
     path.write_text(json.dumps(results, indent=1) + "\n")
-
-
-class VariantSummary(TypedDict):
-    seeds: list[int]
-    gpu_alloc_pct_at_130: float | None
-    sd: float
-    paper: dict[str, float]
-
-
-def summarize(runs: Mapping[str, list[Row]]) -> dict[str, VariantSummary]:
-    summary: dict[str, VariantSummary] = {}
-    for variant, rows in runs.items():
-        values = [r["gpu_alloc_pct_at_130"] for r in rows]
-        summary[variant] = {
-            "seeds": sorted(int(r["seed"]) for r in rows),
-            "gpu_alloc_pct_at_130": round(statistics.mean(values), 2) if values else None,
-            "sd": round(statistics.stdev(values), 2) if len(values) > 1 else 0.0,
-            "paper": PAPER_AT_130.get(variant, {}),
-        }
-    return summary
-
-
-def render(summary: Mapping[str, VariantSummary]) -> str:
-    head = f"{'variant':<12} {'ours@130%':>10} {'sd':>5} {'FGD':>6} {'BestFit':>8} {'vs FGD':>7}"
-    lines = [head]
-    for variant, row in summary.items():
-        ours = row["gpu_alloc_pct_at_130"]
-        fgd = row["paper"].get("FGD")
-        best_fit = row["paper"].get("BestFit")
-        delta = f"{ours - fgd:+.2f}" if ours is not None and fgd is not None else "-"
-        lines.append(
-            f"{variant:<12} {_num(ours):>10} {row['sd']:>5.2f} {_num(fgd):>6} "
-            f"{_num(best_fit):>8} {delta:>7}"
-        )
-    lines.append(f"paper: {PAPER_SOURCE}")
-    return "\n".join(lines)
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def add_parser(commands: Any) -> None:
@@ -188,6 +141,11 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--nodes", type=Path, help="node CSV (default: the GPU node list)")
     parser.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
+    parser.add_argument(
+        "--policies",
+        default="default",
+        help=f"comma list of {', '.join(POLICY_NAMES)} (default: default, the scheduler's profile)",
+    )
     parser.add_argument("--inflation", type=float, default=1.3)
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("trace-results.json"))
