@@ -87,7 +87,11 @@ class EventRecorder:
         self._refresh = refresh
         self._finish = finish
         self._timeout = timeout
+        # Every series, in the order last seen (a repeat moves it to the end).
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
+        # The series with counts the server has not got: `flush` visits only these (and the
+        # oldest of `_series`), not each of the thousands of one-off Scheduled Events.
+        self._unwritten: dict[tuple[str, ...], None] = {}
         self._sequence = 0
 
     async def record(
@@ -104,6 +108,7 @@ class EventRecorder:
             # Serialized per series: a repeat must not overtake the create it extends.
             async with series.lock:
                 if series.written >= 2 or series.count <= series.written:
+                    self._unwritten[key] = None
                     return True  # counted here; `flush` writes it later
                 if await self._patch_series(series):
                     return True
@@ -118,15 +123,25 @@ class EventRecorder:
         Returns how many series were written. Called by the leader's housekeeping round."""
         now = self._clock.now()
         written = 0
-        for key, series in list(self._series.items()):
+        for key in list(self._unwritten):
+            series = self._series.get(key)
+            if series is None or series.count <= series.written:
+                self._unwritten.pop(key, None)  # forgotten, or written by `record` since
+                continue
             finished = now - series.last_seen > self._finish
-            due = now - series.written_at >= self._refresh
-            if series.count > series.written and (finished or due):
+            if finished or now - series.written_at >= self._refresh:
                 async with series.lock:
                     await self._patch_series(series)
                 written += 1
-            if finished:
-                self._series.pop(key, None)
+                if finished or series.count <= series.written:
+                    self._unwritten.pop(key, None)
+        # Forget finished series, oldest seen first: the first one still live ends the round.
+        while self._series:
+            key, series = next(iter(self._series.items()))
+            if now - series.last_seen <= self._finish:
+                break
+            del self._series[key]
+            self._unwritten.pop(key, None)
         return written
 
     def _event_name(self, pod: PodView | ObjectRef) -> str:
