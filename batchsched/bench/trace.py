@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Final
 
+from batchsched.bench.trace_grid import GRID, REPORT_SEEDS, TUNING_SEEDS, run_grid
 from batchsched.bench.trace_paper import PAPER_SOURCE
 from batchsched.bench.trace_table import Row, render, summarize
 from batchsched.sim.policy_run import POLICY_NAMES, UnknownPolicy, parse_policies, run_policy
@@ -81,6 +82,8 @@ def one_run(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.grid:
+        return run_grid(args, parse_seeds(args.seeds))
     shared = SHARED_TRACES if SHARED_TRACES.is_dir() else None
     traces: Path | None = args.traces if args.traces is not None else shared
     nodes = args.nodes or (traces / "openb_node_list_gpu_node.csv" if traces else None)
@@ -135,7 +138,18 @@ def add_parser(commands: Any) -> None:
         "trace", help="GPU allocation at 130 %% arrived on the Alibaba GPU 2023 trace variants"
     )
     parser.add_argument("--variants", help=f"comma list (default: all {len(VARIANTS)})")
-    parser.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,43 (default 42-51)")
+    parser.add_argument(
+        "--seeds",
+        default=REPORT_SEEDS,
+        help=f"e.g. 47-51 or 47,48 (default {REPORT_SEEDS}, the reporting seeds; "
+        f"tune on {TUNING_SEEDS} of the published variants only)",
+    )
+    parser.add_argument(
+        "--grid",
+        action="store_true",
+        help=f"the {len(GRID)} generated variants (batchsched.sim.variants) instead of the "
+        "published files; --variants then names generated ones (e.g. cpu200+gpushare60+gpn4)",
+    )
     parser.add_argument(
         "--traces", type=Path, help=f"directory of openb_pod_list_*.csv (default {SHARED_TRACES})"
     )
