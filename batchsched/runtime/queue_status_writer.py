@@ -76,13 +76,14 @@ def live_statuses(scheduler: Scheduler) -> dict[str, QueueStatus]:
     if not pending:
         return {}
     tenants = scheduler.tenants
-    ranked = tenants is not None and len(tenants.policy.tenants) > 1
+    # One tenant (the default quota file's): one line, and no tenant named in the status.
+    several = tenants if tenants is not None and len(tenants.policy.tenants) > 1 else None
     order = queue_order(
         (QueuedPod(p, p.creation_time, 0) for p in pending),
         next(iter(scheduler.profiles.values())).queue_sort.less,
         _gang_of,
-        tenants.tenant_of if tenants is not None else lambda pod: "",
-        tenants.rank if ranked and tenants is not None else None,
+        several.tenant_of if several is not None else lambda pod: "",
+        several.rank if several is not None else None,
     )
     groups = scheduler.gangs.groups
     estimates = {key: at for key, g in groups.items() if (at := _estimate(g)) is not None}
