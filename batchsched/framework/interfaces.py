@@ -40,6 +40,18 @@ class QueueSortPlugin(Protocol):
     def less(self, a: QueuedPod, b: QueuedPod) -> bool: ...
 
 
+OrderKey = tuple[int | float | str, ...]
+
+
+@runtime_checkable
+class KeyedQueueSort(Protocol):
+    """A QueueSort whose order is a key's: `less(a, b)` exactly when `order_key(a) <
+    order_key(b)`. The queue then computes each entry's key once, when it is pushed, instead
+    of calling `less` (twice) on every heap comparison."""
+
+    def order_key(self, qp: QueuedPod) -> OrderKey: ...
+
+
 @runtime_checkable
 class PreEnqueuePlugin(Protocol):
     name: ClassVar[str]

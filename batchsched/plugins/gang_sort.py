@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar, Protocol
 
-from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.interfaces import OrderKey, QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.registry import NoArgs
 from batchsched.gang.podgroup import pod_group_of
@@ -43,6 +43,9 @@ class GangSort:
         if key_a != key_b:
             return key_a < key_b
         return a.enqueued_at < b.enqueued_at
+
+    def order_key(self, qp: QueuedPod) -> OrderKey:
+        return (*self.sort_key(qp), qp.enqueued_at)
 
 
 def attach_group_ages(profiles: Mapping[str, Profile], ages: GroupAges) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.interfaces import OrderKey, QueuedPod
 from batchsched.framework.registry import NoArgs
 
 
@@ -18,3 +18,6 @@ class PrioritySort:
         if a.pod.priority != b.pod.priority:
             return a.pod.priority > b.pod.priority
         return a.enqueued_at < b.enqueued_at
+
+    def order_key(self, qp: QueuedPod) -> OrderKey:
+        return (-qp.pod.priority, qp.enqueued_at)

@@ -30,7 +30,7 @@ from batchsched.clock import Clock
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.model.pod import PodView
 from batchsched.runtime.queue_entries import OWN_ANNOTATIONS as OWN_ANNOTATIONS
-from batchsched.runtime.queue_entries import Flight, Landed, Ranked, Timed
+from batchsched.runtime.queue_entries import Flight, Landed, Ranked, Timed, order_key_of
 from batchsched.runtime.queue_entries import Less as Less
 from batchsched.runtime.queue_entries import spec_changed as spec_changed
 
@@ -59,6 +59,7 @@ class SchedulingQueue:
         rank: Rank | None = None,
     ) -> None:
         self._less = less
+        self._order_key = order_key_of(less)
         # Tenant queues: one active heap per tenant; `rank` says whose head goes next.
         self._tenant_of: TenantOf = tenant_of or (lambda pod: "")
         self._rank = rank
@@ -356,7 +357,7 @@ class SchedulingQueue:
     def _push_active(self, qp: QueuedPod, seq: int | None = None) -> None:
         if seq is None:
             seq = self._next_seq()
-        ranked = Ranked(qp, seq, self._less)
+        ranked = Ranked(qp, seq, self._less, self._order_key)
         self._active[qp.pod.uid] = ranked
         tenant = self._tenant_of(qp.pod)
         heapq.heappush(self._active_heaps.setdefault(tenant, []), ranked)

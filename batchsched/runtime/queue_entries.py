@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Final
 
 from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
-from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.interfaces import KeyedQueueSort, OrderKey, QueuedPod
 from batchsched.model.pod import PodView
 
 Less = Callable[[QueuedPod, QueuedPod], bool]
+OrderKeyOf = Callable[[QueuedPod], OrderKey]
 
 # Everything but the pod's status can make a difference to where it fits.
 _STATUS_FIELDS: Final = frozenset({"phase", "start_time"})
@@ -42,21 +43,35 @@ def spec_changed(old: PodView, new: PodView) -> bool:
 
 
 class Ranked:
-    """An active heap entry: QueueSort order first, insertion order on ties."""
+    """An active heap entry: QueueSort order first, insertion order on ties.
 
-    __slots__ = ("less", "qp", "seq")
+    With a keyed QueueSort (`order_key`) the order is the key's, computed once here; else
+    every comparison asks `less` both ways."""
 
-    def __init__(self, qp: QueuedPod, seq: int, less: Less) -> None:
+    __slots__ = ("key", "less", "qp", "seq")
+
+    def __init__(
+        self, qp: QueuedPod, seq: int, less: Less, order_key: OrderKeyOf | None = None
+    ) -> None:
         self.qp = qp
         self.seq = seq
         self.less = less
+        self.key = (order_key(qp), seq) if order_key is not None else None
 
     def __lt__(self, other: Ranked) -> bool:
+        if self.key is not None and other.key is not None:
+            return self.key < other.key
         if self.less(self.qp, other.qp):
             return True
         if self.less(other.qp, self.qp):
             return False
         return self.seq < other.seq
+
+
+def order_key_of(less: Less) -> OrderKeyOf | None:
+    """The key of the QueueSort plugin whose `less` this is, when it has one."""
+    owner = getattr(less, "__self__", None)
+    return owner.order_key if isinstance(owner, KeyedQueueSort) else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
