@@ -17,14 +17,22 @@ from batchsched.runtime.queue_status_writer import (
 )
 from tests.builders import make_node
 from tests.integration.control_plane import ControlPlane
-from tests.integration.helpers import create_node, delete_pod_now, wait_for
+from tests.integration.gang_encodings import (
+    VOLCANO_GROUPS,
+    condition,
+    create_volcano_group,
+    delete_volcano_groups,
+    install_volcano_crd,
+    volcano_member,
+)
+from tests.integration.helpers import create_node, create_pod, delete_pod_now, wait_for
 from tests.integration.live import running_scheduler, settled
 from tests.integration.test_gangs_live import GROUPS, create_group, create_members
 from tests.integration.test_standby_writes import managers, replica
 
 
-async def notes_of(api: client.ApiClient, name: str) -> dict[str, Any]:
-    meta = (await request_json(api, "GET", f"{GROUPS}/{name}")).get("metadata")
+async def notes_of(api: client.ApiClient, name: str, where: str = GROUPS) -> dict[str, Any]:
+    meta = (await request_json(api, "GET", f"{where}/{name}")).get("metadata")
     found = meta.get("annotations") if isinstance(meta, dict) else None
     return found if isinstance(found, dict) else {}
 
@@ -119,6 +127,30 @@ async def test_a_standby_writes_no_queue_status(
             standby = b.housekeeping.queue_status
             assert standby is not None and standby.passes == 0 and standby.writes == 0
             assert not b.leading()
+
+
+async def test_a_volcano_gang_gets_the_line_and_keeps_its_own_status(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    install_volcano_crd(control_plane)
+    await delete_volcano_groups(api)
+    await create_node(api, make_node("qs-vc-gpu").gpus(8).cpu("64"))
+    async with running_scheduler(control_plane) as app:
+        quicken(app)
+        await create_volcano_group(api, "qs-vc", 2)
+        for i in range(2):
+            await create_pod(api, volcano_member("qs-vc", i, gpus=8 + i))  # 17 GPUs in all
+        await wait_for(
+            lambda: _starts(notes_of(api, "qs-vc", VOLCANO_GROUPS), "Unschedulable: position 1"),
+            timeout=30,
+            what="the Volcano group's line",
+        )
+        body = await request_json(api, "GET", f"{VOLCANO_GROUPS}/qs-vc")
+        status = body.get("status")
+        assert isinstance(status, dict) and status.get("phase") == "Inqueue"
+        found = condition(status, "Unschedulable")  # the gang status writer's, as before
+        assert found is not None and found["reason"] == "NotEnoughResources"
+    await delete_volcano_groups(api)
 
 
 async def _starts(found: Any, prefix: str) -> bool:
