@@ -23,6 +23,7 @@ from batchsched.bench import (
     gang_core,
     parse,
     place_dump,
+    preemption_core,
     queues_kueue,
     topology,
     trace,
@@ -41,6 +42,7 @@ def main() -> int:
     e2e.add_parser(commands)
     e2e_gang.add_parser(commands)
     e2e_preemption.add_parser(commands)
+    preemption_core.add_parser(commands)
     trace.add_parser(commands)
     queues_kueue.add_parser(commands)
     topology.add_parser(commands)

@@ -7,7 +7,9 @@ One pod (kube-scheduler's DefaultPreemption, per node): on each node that holds 
 victims, the pod must fit once all of them are gone; then the cheapest subset that still
 lets it fit there is searched (search.py). Nodes are visited in order of a lower bound on
 what their best set can cost, and the walk stops once the best set found costs no more
-than the next node's bound, so on a large cluster only a few nodes are dry-run.
+than the next node's bound, so on a large cluster only a few nodes are dry-run. The bounds
+of nodes whose candidates are lone pods come from facts kept per node generation between
+plans (node_facts.py), so a plan reads again only the nodes that changed since the last.
 
 A gang: one search over the whole cluster, each candidate set judged by the gang cycle
 itself (`schedule_gang`, holding nothing), so the gang's packing and topology rules decide.
@@ -44,8 +46,9 @@ from batchsched.preemption.fit import (
     why_not,
 )
 from batchsched.preemption.model import NoPlan, PreemptionPlan, PreemptionRequest
+from batchsched.preemption.node_facts import UNKNOWN, Ask, FactsMemo, candidates_on
 from batchsched.preemption.search import Found, cheapest
-from batchsched.preemption.units import ZONE_LABEL, Candidates, Unit, collect
+from batchsched.preemption.units import ZONE_LABEL, Candidates, Unit, collect, lone_units
 from batchsched.snapshot import Snapshot
 
 __all__ = ["plan_preemption"]
@@ -57,19 +60,25 @@ DOMAINS_TRIED = 4
 
 
 def plan_preemption(
-    request: PreemptionRequest, snapshot: Snapshot, runner: ProfileRunner
+    request: PreemptionRequest,
+    snapshot: Snapshot,
+    runner: ProfileRunner,
+    memo: FactsMemo | None = None,
 ) -> PreemptionPlan | NoPlan:
-    """The cheapest set of whole victim units whose eviction lets the preemptor fit."""
+    """The cheapest set of whole victim units whose eviction lets the preemptor fit.
+
+    `memo`: per-node facts kept from earlier plans on this snapshot (node_facts.py; the
+    caller promises that a pod's start in `started` does not move); without one, every
+    node is read afresh."""
     refused = _refusal(request)
     if refused:
         return NoPlan(refused)
-    candidates = collect(request, snapshot)
-    if not candidates.nodes:
-        spared = _spared(request, candidates)
-        return NoPlan(f"preemption cannot help: no {_kind(request)} pods to evict{spared}")
     profile = dry_run_profile(runner.profile)
     if request.group is None:
-        return _plan_pod(request, candidates, snapshot, profile)
+        return _plan_pod(request, snapshot, profile, memo or FactsMemo())
+    candidates = collect(request, snapshot)
+    if not candidates.nodes:
+        return _nothing_to_evict(request, candidates)
     return _plan_gang(request, candidates, snapshot, profile)
 
 
@@ -83,31 +92,40 @@ def _refusal(request: PreemptionRequest) -> str:
     return ""
 
 
+def _nothing_to_evict(request: PreemptionRequest, candidates: Candidates) -> NoPlan:
+    spared = _spared(request, candidates)
+    return NoPlan(f"preemption cannot help: no {_kind(request)} pods to evict{spared}")
+
+
 def _plan_pod(
-    request: PreemptionRequest, candidates: Candidates, snapshot: Snapshot, profile: Profile
+    request: PreemptionRequest, snapshot: Snapshot, profile: Profile, memo: FactsMemo
 ) -> PreemptionPlan | NoPlan:
+    """Nodes in order of their lower bound; a node is dry-run only while its bound is below
+    the best set found. Plain nodes (lone candidates only) are bounded from the memo; the
+    others (gang members, reclaimable, unconfirmed or young pods) from their pods."""
     pod = request.preemptor[0]
+    bounds, general = _node_bounds(request, snapshot, memo)
     dry = prepare_dry_run(profile, pod, snapshot)
-    need = demand([pod])
-    bounds: list[tuple[Cost, int, str, dict[str, int]]] = []
-    for index, node in enumerate(candidates.nodes):
-        info = snapshot.get(node)
-        assert info is not None
-        short = shortfall(info, need)
-        bound = node_lower_bound(short, candidates.facts_on(node, short))
-        if bound is not None:
-            bounds.append((bound, index, node, short))
     heapq.heapify(bounds)
     best: tuple[Found, str] | None = None
     while bounds:
         bound, _, node, short = heapq.heappop(bounds)
         if best is not None and best[0].cost <= bound:
             break  # no node left can beat it
-        units = candidates.units_on(node)
+        source = general.get(node)
+        if source is not None:
+            units = source.units_on(node)
+        else:
+            info = snapshot.get(node)
+            assert info is not None
+            units = lone_units(request, snapshot, candidates_on(info, request.priority))
         found = _best_on_node(request, units, snapshot, dry, node, short)
         if found is not None and (best is None or found.cost < best[0].cost):
             best = (found, node)
     if best is None:
+        candidates = collect(request, snapshot)
+        if not candidates.nodes:
+            return _nothing_to_evict(request, candidates)
         with evicted_pods(snapshot, candidates.victim_pods()):
             left = why_not(profile, pod, snapshot)
         return NoPlan(_cannot_help(request, candidates, f"{pod.key} unschedulable: {left}"))
@@ -115,6 +133,54 @@ def _plan_pod(
     if not found.units:
         return NoPlan(f"preemption is not needed: {request.who} fits on {node} as it is")
     return _plan(request, found, {pod.uid: node})
+
+
+Bound = tuple[Cost, int, str, Mapping[str, int]]
+
+
+def _node_bounds(
+    request: PreemptionRequest, snapshot: Snapshot, memo: FactsMemo
+) -> tuple[list[Bound], dict[str, Candidates]]:
+    """Every node's lower bound (with its index, name and shortfall), and the candidates of
+    the nodes not bounded from the memo, by node name."""
+    need = demand(request.preemptor)
+    special = _special_nodes(request, snapshot)
+    general: dict[str, Candidates] = {}
+    if special:
+        shared = collect(request, snapshot, [i for i in snapshot.nodes if i.name in special])
+        general = dict.fromkeys(special, shared)
+    bounds: list[Bound] = []
+    now, young, started = request.now, request.min_runtime_s, request.started
+    ask = Ask.of(request.priority, need)
+    for index, info in enumerate(snapshot.nodes):
+        name = info.name
+        if name not in general:
+            facts = memo.lone_facts(info, ask, started)
+            if facts is None:
+                continue
+            if facts.latest_start == UNKNOWN or now - facts.latest_start >= young:
+                bounds.append((facts.bound(now), index, name, facts.short))
+                continue
+            general[name] = collect(request, snapshot, [info])  # a pod may be too young
+        short = shortfall(info, need)
+        bound = node_lower_bound(short, general[name].facts_on(name, short))
+        if bound is not None:
+            bounds.append((bound, index, name, short))
+    memo.prune(snapshot)
+    return bounds, general
+
+
+def _special_nodes(request: PreemptionRequest, snapshot: Snapshot) -> set[str]:
+    """Nodes whose candidates the memo does not judge: those holding a gang member, a pod
+    the preemptor may reclaim, a pod not yet confirmed, or the preemptor itself."""
+    own = (p.uid for p in request.preemptor)
+    names: set[str] = set()
+    for uids in (request.gang_of, request.reclaimable, request.unconfirmed, own):
+        for uid in uids:
+            info = snapshot.node_of(uid)
+            if info is not None:
+                names.add(info.name)
+    return names
 
 
 def _best_on_node(

@@ -18,7 +18,7 @@ from batchsched.preemption.model import (
     budget_violations,
     gpus_of,
 )
-from batchsched.snapshot import Snapshot
+from batchsched.snapshot import NodeInfo, Snapshot
 
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 # kube-scheduler adds MaxInt32 + 1 to each victim's priority before summing, so that every
@@ -171,15 +171,19 @@ class _ZoneOf(Mapping[str, str]):
         return len(self._snapshot.nodes)
 
 
-def collect(request: PreemptionRequest, snapshot: Snapshot) -> Candidates:
-    """Every unit the preemptor may evict; gangs are whole or left out."""
+def collect(
+    request: PreemptionRequest, snapshot: Snapshot, infos: Iterable[NodeInfo] | None = None
+) -> Candidates:
+    """Every unit the preemptor may evict; gangs are whole or left out. `infos`: only the
+    pods on these nodes (in snapshot order; a gang with a member elsewhere must not be
+    among them: it would be judged on part of its members)."""
     rules = _Rules.of(request)
     own = {p.uid for p in request.preemptor}
     own_gang = request.group.key if request.group is not None else None
     gang_of = request.gang_of
     found = Candidates(request, snapshot, rules)
     groups: dict[str, list[PodView]] = {}
-    for info in snapshot.nodes:
+    for info in snapshot.nodes if infos is None else infos:
         lone: list[tuple[PodView, int]] = []
         for uid, pod in info.pods.items():
             key = gang_of.get(uid)
@@ -197,6 +201,15 @@ def collect(request: PreemptionRequest, snapshot: Snapshot) -> Candidates:
             found._lone_on[info.name] = lone
     _collect_gangs(found, groups)
     return found
+
+
+def lone_units(
+    request: PreemptionRequest, snapshot: Snapshot, pods: Iterable[PodView]
+) -> tuple[Unit, ...]:
+    """One unit per pod, for pods already known to be candidates (node_facts.py)."""
+    rules = _Rules.of(request)
+    zones = _ZoneOf(snapshot)
+    return tuple(_unit(rules, request, f"{LONE_POD_PREFIX}{p.key}", (p,), zones) for p in pods)
 
 
 def _collect_gangs(found: Candidates, groups: Mapping[str, list[PodView]]) -> None:

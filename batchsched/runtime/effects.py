@@ -112,10 +112,12 @@ class Effects:
         else:
             live.counts.unschedulable += 1
             logger.debug("unschedulable pod=%s reason=%s", pod.key, message)
-            self.waits.blocked(workload.key, [pod])
             live.queue.requeue_unschedulable(queued, cycle)
             if decision.why is Why.UNSCHEDULABLE:  # not UNRESOLVABLE: no eviction can help
                 message = self.post_filter(workload.key, [pod], None, runner, message)
+            # After PostFilter: a preemptor gets no backfill reservation, so its plan's dry
+            # runs and its cycle add no reservation to the backfill plan only to take it out.
+            self.waits.blocked(workload.key, [pod])
         self.binding.report_failure(pod, message)
 
     # A gang
@@ -138,11 +140,9 @@ class Effects:
         else:
             held = decision.why in _HELD
             preemptors: list[PodView] = []
+            blocking = [] if held else [r.pod for r in workload.reserved] + list(workload.pods)
             if held:
                 self._count_held(workload, decision)
-            else:
-                reserved = [r.pod for r in workload.reserved]
-                self.waits.blocked(key, reserved + list(workload.pods))
             if decision.why is Why.UNSCHEDULABLE:
                 # Preemption's candidates: every member still to place, the reserved ones
                 # included (as pending pods: the rejection releases their reservations first).
@@ -151,6 +151,8 @@ class Effects:
                 if waiting is not None:
                     preemptors += [m.queued.pod for m in waiting.members]
             self._reject(group, decision, batch, cycle, runner, started, preemptors)
+            if blocking:  # after PostFilter, as for a pod: a preemptor gets no reservation
+                self.waits.blocked(key, blocking)
 
     def _observe_whole(self, group: PodGroupView, decision: Bind) -> None:
         """Time to whole, once per gang: only when no member is on a node but the ones this

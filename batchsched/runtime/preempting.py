@@ -27,6 +27,7 @@ A preempting gang's progress goes to its PodGroup (runtime/preemption_notes.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Protocol
@@ -44,6 +45,7 @@ from batchsched.preemption.model import (
     PreemptionRequest,
     budgets_exceeded,
 )
+from batchsched.preemption.node_facts import FactsMemo
 from batchsched.preemption.planner import plan_preemption
 from batchsched.runtime.live import Live
 from batchsched.runtime.preemption_evictions import Evictions, Evictor
@@ -72,14 +74,17 @@ class Preempting:
         *,
         min_runtime_s: float = 0.0,
         budgets: Callable[[], Sequence[DisruptionBudget]] = tuple,
-        planner: Planner = plan_preemption,
+        planner: Planner | None = None,
         hold_timeout_s: float = HOLD_TIMEOUT_S,
     ) -> None:
         self.s = live
         self.nominator = nominator
         self.min_runtime_s = min_runtime_s
         self.budgets = budgets
-        self.planner = planner
+        # The default planner keeps per-node facts between plans (preemption/node_facts.py):
+        # the live request's start times come from the pods and our own record of them, so a
+        # pod's start does not move while its node is unchanged.
+        self.planner = planner or functools.partial(plan_preemption, memo=FactsMemo())
         self.hold_timeout_s = hold_timeout_s
         self.flights: dict[str, InFlight] = {}
         self.refusals = Refusals()

@@ -735,6 +735,40 @@ async def test_a_preemptor_holds_no_backfill_reservation_while_its_victims_go() 
     assert backfill.blocked_keys() == []
 
 
+class WatchedBackfill(LiveBackfill):
+    """Records every gang or pod put in the backfill plan."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock)
+        self.ever_blocked: list[str] = []
+
+    def block(
+        self,
+        key: str,
+        pods: Sequence[PodView],
+        runtime: float | None,
+        domains: tuple[frozenset[str], ...] = (),
+    ) -> None:
+        self.ever_blocked.append(key)
+        super().block(key, pods, runtime, domains)
+
+
+async def test_a_preemptor_is_never_added_to_the_backfill_plan_not_even_while_it_plans() -> None:
+    # PostFilter runs before the pod is blocked: a pod that starts preempting is never
+    # blocked, so its cycle adds no reservation to the plan only to take it out again.
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    backfill = WatchedBackfill(w.clock)
+    w.scheduler.live.backfill = backfill
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    w.retry()  # its next failed cycle, victims still terminating
+    await w.scheduler.drain()
+    assert w.evictions.evicted == ["default/v1", "default/v2"]
+    assert backfill.ever_blocked == []
+
+
 async def test_when_its_last_victim_goes_the_preemptor_is_tried_at_once() -> None:
     # Not after its backoff: the capacity it waited for is free now.
     victims = [low("v1", "n1"), low("v2", "n1")]
