@@ -160,11 +160,6 @@ def config_from_mapping(
         registry = with_packages(builtin_registry(), parsed)
     defaults = defaults if defaults is not None else builtin_defaults()
     extenders = tuple(parsed.extenders)
-    for i, extender in enumerate(extenders):
-        if extender.preempt_verb:  # kube asks it to trim preemption victims; we do not yet
-            logger.warning(
-                "ignoring a field batchsched does not act on field=extenders[%d].preemptVerb", i
-            )
     invalid = check_extenders(extenders)
     if invalid is not None:
         raise ConfigError.at(*invalid)

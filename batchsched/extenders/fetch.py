@@ -28,6 +28,7 @@ import logging
 from collections.abc import Hashable, Iterable, Sequence
 
 from batchsched.extenders.client import ExtenderClient, ExtenderUnavailable, Observe
+from batchsched.extenders.preempt import ExtenderPreemption
 from batchsched.extenders.protocol import (
     ProtocolError,
     extender_args,
@@ -49,21 +50,26 @@ NOT_FETCHED = "no extender verdict was fetched for this pod before its cycle"
 class ExtenderSet:
     """The configured extenders, and the verdicts fetched for the coming cycle's pods."""
 
-    def __init__(self, clients: Sequence[ExtenderClient]) -> None:
-        self.clients = tuple(clients)
+    def __init__(
+        self, clients: Sequence[ExtenderClient], preemption: ExtenderPreemption | None = None
+    ) -> None:
+        self.clients = tuple(clients)  # those that filter or prioritize
+        self.preemption = preemption  # those with a preemptVerb (extenders/preempt.py)
         self._verdicts: dict[str, ExtenderVerdict] = {}
 
     @classmethod
     def of(
         cls, extenders: Sequence[ExtenderSettings], observe: Observe | None = None
     ) -> ExtenderSet | None:
-        """The extenders that filter or prioritize (a bind-only one is the binder's)."""
+        """The extenders that filter or prioritize, and those that preempt (a bind-only one
+        is the binder's)."""
         asked = [e for e in extenders if e.filter_verb or e.prioritize_verb]
-        if not asked:
+        preemption = ExtenderPreemption.of(extenders, observe)
+        if not asked and preemption is None:
             return None
         if observe is None:
-            return cls([ExtenderClient(e) for e in asked])
-        return cls([ExtenderClient(e, observe=observe) for e in asked])
+            return cls([ExtenderClient(e) for e in asked], preemption)
+        return cls([ExtenderClient(e, observe=observe) for e in asked], preemption)
 
     @property
     def weight(self) -> int:
@@ -87,6 +93,8 @@ class ExtenderSet:
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.clients))
+        if self.preemption is not None:
+            await self.preemption.close()
 
     async def prefetch(self, pods: Iterable[PodView], nodes: Sequence[NodeView]) -> None:
         """Ask about each distinct signature of these pods (concurrently) and keep the

@@ -3,7 +3,9 @@
 Go writes these structs without json tags, so the keys are the Go field names: ExtenderArgs
 {Pod, Nodes, NodeNames}, ExtenderFilterResult {Nodes, NodeNames, FailedNodes,
 FailedAndUnresolvableNodes, Error}, HostPriorityList [{Host, Score}], ExtenderBindingArgs
-{PodName, PodNamespace, PodUID, Node} and ExtenderBindingResult {Error}.
+{PodName, PodNamespace, PodUID, Node}, ExtenderBindingResult {Error}, ExtenderPreemptionArgs
+{Pod, NodeNameToVictims | NodeNameToMetaVictims} and ExtenderPreemptionResult
+{NodeNameToMetaVictims}, whose victims are {Pods, NumPDBViolations} and a MetaPod is {UID}.
 
 batchsched keeps parsed views, not the API objects, so the Pod and Node sent are rebuilt from
 them: metadata (name, namespace, uid, labels, annotations), the pod's schedulerName, nodeName,
@@ -125,6 +127,45 @@ def parse_priorities(body: object) -> dict[str, int]:
 def scaled(score: int, weight: int) -> int:
     """kube-scheduler: score * weight * (MaxNodeScore / MaxExtenderPriority)."""
     return score * weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+
+
+def preemption_args(
+    pod: PodView,
+    victims: Mapping[str, tuple[Sequence[PodView], int]],
+    node_cache_capable: bool,
+) -> Json:
+    """ExtenderPreemptionArgs from {node: (victims, PDB violations)}: victims' UIDs to an
+    extender that caches nodes (NodeNameToMetaVictims), whole Pods otherwise."""
+    if node_cache_capable:
+        meta = {
+            node: {"Pods": [{"UID": v.uid} for v in pods], "NumPDBViolations": violations}
+            for node, (pods, violations) in victims.items()
+        }
+        return {"Pod": pod_json(pod), "NodeNameToVictims": None, "NodeNameToMetaVictims": meta}
+    full = {
+        node: {"Pods": [pod_json(v) for v in pods], "NumPDBViolations": violations}
+        for node, (pods, violations) in victims.items()
+    }
+    return {"Pod": pod_json(pod), "NodeNameToVictims": full, "NodeNameToMetaVictims": None}
+
+
+def parse_preemption_result(body: object) -> dict[str, frozenset[str]]:
+    """ExtenderPreemptionResult -> the victims' UIDs the extender kept, by node (the nodes it
+    left out are no candidates any more; a node with no victims is kept with none)."""
+    result = _object(body, "ExtenderPreemptionResult")
+    nodes = result.get("NodeNameToMetaVictims")
+    kept: dict[str, frozenset[str]] = {}
+    for node, victims in (_object(nodes, "NodeNameToMetaVictims") if nodes else {}).items():
+        where = f"NodeNameToMetaVictims[{node}]"
+        pods = _object(victims, where).get("Pods") if victims is not None else None
+        uids = []
+        for i, meta in enumerate(_list(pods, f"{where}.Pods")):
+            uid = _object(meta, f"{where}.Pods[{i}]").get("UID")
+            if not isinstance(uid, str):
+                raise ProtocolError(f"{where}.Pods[{i}].UID: want a string")
+            uids.append(uid)
+        kept[str(node)] = frozenset(uids)
+    return kept
 
 
 def parse_binding_result(body: object) -> None:

@@ -49,6 +49,7 @@ from batchsched.preemption.node_facts import FactsMemo
 from batchsched.preemption.planner import plan_preemption
 from batchsched.runtime.live import Live
 from batchsched.runtime.preemption_evictions import Evictions, Evictor
+from batchsched.runtime.preemption_extenders import PreemptionAsking
 from batchsched.runtime.preemption_flight import InFlight, placeholders
 from batchsched.runtime.preemption_inputs import any_lower, live_request
 from batchsched.snapshot import Snapshot
@@ -90,6 +91,7 @@ class Preempting:
         self.refusals = Refusals()
         self.evictions = Evictions(live, evictor, self.refusals.forget, self._refused)
         self._by_pod: dict[str, str] = {}  # preemptor uid -> its flight's key
+        self.asking = PreemptionAsking(live, self._refused_by_extenders)  # preemptVerb
 
     @property
     def executing(self) -> list[InFlight]:
@@ -147,6 +149,8 @@ class Preempting:
         snapshot = s.cache.snapshot
         flight = self.flights.get(key)
         replaces = False
+        if key in self.asking.asking:  # the extenders have not answered about its plan yet
+            return Preempt(self.asking.asking[key])
         if flight is not None:
             if flight.terminated(snapshot) < len(flight.plan.victim_pods()):
                 return Preempt(f"preemption: {flight.progress(snapshot)}")
@@ -188,8 +192,13 @@ class Preempting:
         elif plan is not None and decision.exceeded:
             message = self._not_started(key, pods, plan, decision.exceeded)
         elif plan is not None:
-            self._start(key, pods, group, plan, decision.budgets)
-            message = f"preemption: {plan.describe()}"
+            budgets = decision.budgets
+            asked = self.asking.ask(
+                key, pods, group, plan, lambda kept: self._start(key, pods, group, kept, budgets)
+            )
+            if asked is None:
+                self._start(key, pods, group, plan, budgets)
+            message = asked or f"preemption: {plan.describe()}"
         if old is not None and key not in self.flights:
             self._clear_nominations(old)  # no new plan nominates it
         return message
@@ -269,12 +278,18 @@ class Preempting:
         refusal = self.refusals.refuse(flight.key, reason, self.s.clock.now(), uids)
         self.release(flight.key, reason, f"nothing evicted, planning again in {refusal.wait_s:g}s")
 
+    def _refused_by_extenders(self, key: str, pods: Sequence[PodView], why: str) -> str:
+        """The extenders with a preemptVerb refused the plan: nothing evicted, a backoff."""
+        refusal = self.refusals.refuse(key, why, self.s.clock.now(), (p.uid for p in pods))
+        return f"{why}; nothing evicted, planning again in {refusal.wait_s:g}s"
+
     # Endings
 
     def placed(self, key: str) -> None:
         """The preemptor was placed: its hold ends (the nominated node stays written). A plan
         that evicted a victim already still evicts the others."""
         self.refusals.forget(key)
+        self.asking.forget(key)
         flight = self._drop(key)
         if flight is not None:
             left = len(flight.execution.pending()) if flight.execution.started else 0
@@ -340,6 +355,7 @@ class Preempting:
         """A pending pod was deleted: if it was preempting, its hold ends with it (a plan
         that evicted a victim already still evicts the others)."""
         self.refusals.forget_pod(pod.uid)
+        self.asking.forget_pod(pod.uid)
         key = self._by_pod.get(pod.uid)
         if key is not None:
             self.release(key, f"preemptor {pod.key} was deleted")

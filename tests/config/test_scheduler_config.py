@@ -628,7 +628,7 @@ def test_fields_batchsched_does_not_act_on_are_accepted_with_a_warning(
         assert f"field={field}" in warned
 
 
-def test_an_extenders_preempt_verb_is_accepted_with_a_warning_as_it_is_not_called(
+def test_an_extenders_preempt_verb_is_read_without_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     text = profile_yaml("v1", "") + textwrap.dedent("""\
@@ -639,9 +639,9 @@ def test_an_extenders_preempt_verb_is_accepted_with_a_warning_as_it_is_not_calle
     """)
     with caplog.at_level(logging.WARNING):
         config = load(text)
-    assert len(config.extenders) == 1
+    assert config.extenders[0].preempt_verb == "preempt"
     warned = " ".join(record.getMessage() for record in caplog.records)
-    assert "field=extenders[0].preemptVerb" in warned
+    assert "preemptVerb" not in warned
 
 
 def test_config_of_plugins_not_enabled_is_checked_but_unused_as_in_kube(

@@ -24,6 +24,32 @@ class Verdicts:
     bind: Callable[[dict[str, object]], Awaitable[str]] | None = None
     # called with each filter call's ExtenderArgs before it is answered (to act meanwhile)
     on_filter: Callable[[dict[str, object]], None] | None = None
+    # preempt: ExtenderPreemptionArgs -> ExtenderPreemptionResult (None: keep every victim)
+    preempt: Callable[[dict[str, object]], object] | None = None
+
+
+def meta_victims(args: dict[str, object]) -> dict[str, list[str]]:
+    """The victims' UIDs by node of ExtenderPreemptionArgs, whichever form it came in."""
+    meta = args.get("NodeNameToMetaVictims")
+    full = args.get("NodeNameToVictims")
+    found: dict[str, list[str]] = {}
+    if isinstance(meta, dict):
+        for node, victims in meta.items():
+            found[node] = [p["UID"] for p in victims["Pods"]]
+    elif isinstance(full, dict):
+        for node, victims in full.items():
+            found[node] = [p["metadata"]["uid"] for p in victims["Pods"]]
+    return found
+
+
+def keeping(victims: dict[str, list[str]]) -> dict[str, object]:
+    """An ExtenderPreemptionResult keeping these victim UIDs by node."""
+    return {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0}
+            for node, uids in victims.items()
+        }
+    }
 
 
 def _names(args: dict[str, object]) -> list[str]:
@@ -71,10 +97,18 @@ def extender_app(verdicts: Verdicts) -> web.Application:
         error = await verdicts.bind(args) if verdicts.bind is not None else "no binder"
         return web.json_response({"Error": error})
 
+    async def preempt(request: web.Request) -> web.Response:
+        args = await request.json()
+        verdicts.calls.append(("preempt", args))
+        if verdicts.preempt is not None:
+            return web.json_response(verdicts.preempt(args))
+        return web.json_response(keeping(meta_victims(args)))
+
     app = web.Application()
     app.router.add_post("/filter", filter_)
     app.router.add_post("/prioritize", prioritize)
     app.router.add_post("/bind", bind)
+    app.router.add_post("/preempt", preempt)
     return app
 
 
