@@ -14,10 +14,20 @@ from batchsched.config import SchedulerConfig, config_from_mapping, load_config
 from batchsched.kube.client import request_json
 from batchsched.runtime.app import App, RunOptions
 from tests.builders import make_node, make_pod
-from tests.extenders.fake_extender import Verdicts, serving
+from tests.extenders.fake_extender import Verdicts, keeping, serving
 from tests.integration.control_plane import ControlPlane
 from tests.integration.helpers import create_node, create_pod, wait_for
 from tests.integration.live import node_of, pod, running_scheduler
+from tests.integration.test_preemption_live import (
+    HIGH,
+    all_bound,
+    bound,
+    exists,
+    gpu_pod,
+    kubelet,
+    notes,
+    priority_classes,
+)
 
 NS = "default"
 
@@ -231,3 +241,54 @@ async def test_an_edited_config_file_puts_a_new_extender_in_force_between_cycles
         "after-2",
         "later",
     }
+
+
+def _spare_kept(args: dict[str, Any]) -> object:
+    """A preempt verb that spares pods labelled keep=yes (it gets whole Pods)."""
+    victims = args["NodeNameToVictims"] or {}
+    return keeping(
+        {
+            node: [
+                p["metadata"]["uid"]
+                for p in found["Pods"]
+                if p["metadata"].get("labels", {}).get("keep") != "yes"
+            ]
+            for node, found in victims.items()
+        }
+    )
+
+
+async def test_a_preempt_verb_extender_spares_the_victims_it_leaves_out(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await priority_classes(api)
+    await create_node(api, make_node("gpu-0").gpus(8).cpu("64"))
+    verdicts = Verdicts(preempt=_spare_kept)
+    async with serving(verdicts) as url:
+        config = config_from_mapping(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "gpu-scheduler"}],
+                "extenders": [{"urlPrefix": url, "preemptVerb": "preempt"}],
+            }
+        )
+        async with running_scheduler(control_plane, config=config), kubelet(api) as fake:
+            await create_pod(api, gpu_pod("kept", 4).label("keep", "yes"))
+            await create_pod(api, gpu_pod("taken", 4))
+            await wait_for(lambda: all_bound(api, "kept", "taken"), timeout=30, what="low bound")
+            await create_pod(api, gpu_pod("urgent", 8, HIGH))
+
+            # The plan names both; the extender keeps only "taken": it alone is evicted. The
+            # next plan names "kept" alone, which the extender keeps no victim of: refused.
+            async def refused() -> bool:
+                found = await notes(api, "urgent", "FailedScheduling")
+                return any("preemption refused by the extenders" in n for n in found)
+
+            await wait_for(refused, timeout=30, what="the second plan refused")
+            assert fake.finalised == {"taken"}
+            assert await exists(api, "kept")
+            assert not await bound(api, "urgent")
+    sent = [args["NodeNameToVictims"]["gpu-0"]["Pods"] for _, args in verdicts.calls]  # type: ignore[index]
+    asked = [sorted(v["metadata"]["name"] for v in pods) for pods in sent]
+    assert asked[:2] == [["kept", "taken"], ["kept"]]
