@@ -102,7 +102,7 @@ class Housekeeping:
         if writer is None or not writer.due() or not self.leading():
             return
         # Once per pass, never per event: the order costs O(n log n) in the pending gangs.
-        await writer.publish(live_statuses(self.scheduler), self.gangs.groups)
+        await writer.publish(lambda: live_statuses(self.scheduler), self.gangs.groups)
 
     def _waiting(self, uid: str) -> bool:
         """The pod is still ours to place: queued, and neither bound nor reserved."""

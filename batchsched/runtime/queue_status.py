@@ -15,15 +15,15 @@ behind the first ten that moved by less than a tenth, an estimate moved by less 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.interfaces import OrderKey, QueuedPod
 from batchsched.gang.status import NotStarted
 from batchsched.model.pod import PodView
+from batchsched.runtime.queue_entries import order_key_of
 from queues.fairshare import RankKey
 
 QUEUED: Final = "Queued"  # waiting its turn; nothing said against it yet
@@ -70,55 +70,61 @@ def queue_order(
 ) -> list[Entry]:
     """The workloads of `pods` in the order the queue would take them, nothing binding
     meanwhile. `rank`: the tenant layer's, when tenants take turns by fair share."""
-    best: dict[str, QueuedPod] = {}
+    order_key = order_key_of(less)
+    best: dict[str, _Place] = {}
     count: dict[str, int] = {}
     for queued in pods:
         key = gang_of(queued.pod)
         count[key] = count.get(key, 0) + 1
+        place = _Place(queued, key, less, order_key(queued) if order_key is not None else None)
         held = best.get(key)
-        if held is None or less(queued, held):
-            best[key] = queued
-    lines: dict[str, list[tuple[str, QueuedPod]]] = {}
-    for key, queued in best.items():
-        lines.setdefault(tenant_of(queued.pod), []).append((key, queued))
-
-    def compare(a: tuple[str, QueuedPod], b: tuple[str, QueuedPod]) -> int:
-        if less(a[1], b[1]):
-            return -1
-        if less(b[1], a[1]):
-            return 1
-        return (a[0] > b[0]) - (a[0] < b[0])  # the same rank: by key, so the order is stable
-
+        if held is None or place < held:
+            best[key] = place
+    lines: dict[str, list[_Place]] = {}
+    for place in best.values():
+        lines.setdefault(tenant_of(place.queued.pod), []).append(place)
     for line in lines.values():
-        line.sort(key=functools.cmp_to_key(compare), reverse=True)  # head last: pop() is O(1)
-    ranks: dict[str, RankKey] = {}  # each head's rank, computed once while it is the head
+        line.sort(reverse=True)  # the head last: pop() is O(1)
+    ranks: dict[str, RankKey] = {}  # each tenant's head's rank, computed once per head
+
+    def by_head(tenant: str) -> tuple[RankKey, _Place]:
+        head = lines[tenant][-1]
+        if rank is not None and tenant not in ranks:
+            ranks[tenant] = rank(head.queued)
+        return ranks.get(tenant, ()), head
+
     order: list[Entry] = []
     while lines:
-        pick = min(lines, key=functools.cmp_to_key(_by_head(lines, compare, rank, ranks)))
-        key, queued = lines[pick].pop()
+        pick = min(lines, key=by_head)
+        place = lines[pick].pop()
         ranks.pop(pick, None)
-        order.append(Entry(key, pick, count[key]))
+        order.append(Entry(place.gang, pick, count[place.gang]))
         if not lines[pick]:
             del lines[pick]
     return order
 
 
-def _by_head(
-    lines: Mapping[str, list[tuple[str, QueuedPod]]],
-    compare: Callable[[tuple[str, QueuedPod], tuple[str, QueuedPod]], int],
-    rank: Rank | None,
-    ranks: dict[str, RankKey],
-) -> Callable[[str, str], int]:
-    def by_head(a: str, b: str) -> int:
-        if rank is not None:
-            for tenant in (a, b):
-                if tenant not in ranks:
-                    ranks[tenant] = rank(lines[tenant][-1][1])
-            if ranks[a] != ranks[b]:
-                return -1 if ranks[a] < ranks[b] else 1
-        return compare(lines[a][-1], lines[b][-1])
+class _Place:
+    """A gang's best member, ordered as the queue orders them: by the QueueSort's key when it
+    has one (computed once), else by its `less`; the same rank goes by gang key (stable)."""
 
-    return by_head
+    __slots__ = ("gang", "key", "less", "queued")
+
+    def __init__(self, queued: QueuedPod, gang: str, less: Less, key: OrderKey | None) -> None:
+        self.queued = queued
+        self.gang = gang
+        self.less = less
+        self.key = key
+
+    def __lt__(self, other: _Place) -> bool:
+        if self.key is not None and other.key is not None:
+            if self.key != other.key:
+                return self.key < other.key
+        elif self.less(self.queued, other.queued):
+            return True
+        elif self.less(other.queued, self.queued):
+            return False
+        return self.gang < other.gang
 
 
 def queue_statuses(

@@ -14,7 +14,9 @@ Where it goes, per API (the schemas decide):
 Written only when it changed enough (`queue_status.differs`), at most once per
 `min_interval` per group, at most `max_writes` per pass, the groups nearest the head first;
 a gang that leaves the queue has the annotations removed (and the condition set False).
-The statuses are computed once per pass, every `pass_interval` seconds, never per event.
+The statuses are computed once per pass, every `pass_interval` seconds, never per event;
+a pass that took long (a queue of many thousands) pushes the next one back, so the passes
+hold the event loop at most `MAX_DUTY` of the time.
 Only the leader calls `publish` (runtime/app_housekeeping.py); the client's write fence
 refuses a standby's writes besides.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -57,6 +60,7 @@ QUEUED_CONDITION: Final = "batchsched.io/Queued"
 PASS_INTERVAL_S: Final = 5.0
 MIN_INTERVAL_S: Final = 15.0
 MAX_WRITES_PER_PASS: Final = 20
+MAX_DUTY: Final = 0.02
 
 # (path, body, content type) -> awaitable: a PATCH (tests may count or fail them).
 Patch = Callable[[str, Mapping[str, object], str], Awaitable[object]]
@@ -132,20 +136,22 @@ class QueueStatusWriter:
         pass_interval: float = PASS_INTERVAL_S,
         min_interval: float = MIN_INTERVAL_S,
         max_writes: int = MAX_WRITES_PER_PASS,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.patch: Patch = _patcher(api) if isinstance(api, ApiClient) else api
         self.clock = clock
         self.pass_interval = pass_interval
         self.min_interval = min_interval
         self.max_writes = max_writes
+        self.timer = timer  # what a pass costs the event loop, in seconds
         self.passes = 0  # passes that computed the statuses
         self.writes = 0  # PATCH requests sent
         self._written: dict[str, QueueStatus] = {}
         self._wrote_at: dict[str, float] = {}  # key -> monotonic time of the last write
-        self._last_pass = float("-inf")
+        self._next_pass = float("-inf")
 
     def due(self) -> bool:
-        return self.clock.now() - self._last_pass >= self.pass_interval
+        return self.clock.now() >= self._next_pass
 
     def forget(self) -> None:
         """Not leading: what this replica wrote may be overwritten by the next leader."""
@@ -153,11 +159,16 @@ class QueueStatusWriter:
         self._wrote_at.clear()
 
     async def publish(
-        self, statuses: Mapping[str, QueueStatus], groups: Mapping[str, PodGroupView]
+        self,
+        statuses: Callable[[], Mapping[str, QueueStatus]],
+        groups: Mapping[str, PodGroupView],
     ) -> int:
-        """Write what changed; the number of groups written."""
+        """Compute the statuses, write what changed; the number of groups written."""
+        started = self.timer()
+        current = statuses()
+        cost = self.timer() - started
         now = self.clock.now()
-        self._last_pass = now
+        self._next_pass = now + max(self.pass_interval, cost / MAX_DUTY)
         self.passes += 1
         for key in [k for k in self._written if k not in groups]:
             del self._written[key]  # the PodGroup is gone: nothing to write on
@@ -168,7 +179,7 @@ class QueueStatusWriter:
             if (line := group.annotations.get(QUEUE_STATUS_ANNOTATION)) is not None
         }
         plan = plan_writes(
-            statuses,
+            current,
             self._written,
             shown,
             lambda key: now - self._wrote_at.get(key, float("-inf")),

@@ -19,6 +19,7 @@ from batchsched.runtime.queue_status import (
     UNSCHEDULABLE,
     WAITING_FOR_MEMBERS,
     Entry,
+    Less,
     QueueStatus,
     differs,
     message,
@@ -60,9 +61,15 @@ pods_strategy = st.lists(
 )
 
 
+def unkeyed(a: QueuedPod, b: QueuedPod) -> bool:
+    """PrioritySort's order without its key: the order from `less` alone."""
+    return PrioritySort().less(a, b)
+
+
+@pytest.mark.parametrize("less", [PrioritySort().less, unkeyed], ids=["keyed", "less only"])
 @given(pods_strategy, st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 5)))
 def test_the_order_is_the_one_the_live_queue_pops_pods_in(
-    specs: list[tuple[int, str]], usage: dict[str, int]
+    less: Less, specs: list[tuple[int, str]], usage: dict[str, int]
 ) -> None:
     pods = [pod(f"p{i}", i, prio, team) for i, (prio, team) in enumerate(specs)]
 
@@ -70,14 +77,14 @@ def test_the_order_is_the_one_the_live_queue_pops_pods_in(
         return ((0, float(usage.get(tenant(q.pod), 0))),)
 
     clock = FakeClock(pods[0].creation_time)
-    live = SchedulingQueue(PrioritySort().less, clock, tenant_of=tenant, rank=rank)
+    live = SchedulingQueue(less, clock, tenant_of=tenant, rank=rank)
     for p in pods:  # created in this order, as the informer delivers them
         clock.advance(p.creation_time - clock.now())
         live.add(p)
     popped = []
     while (next_pod := live.pop_ready()) is not None:
         popped.append(f"pod:{next_pod.pod.key}")
-    order = queue_order(queued(pods), PrioritySort().less, gang_of, tenant, rank)
+    order = queue_order(queued(pods), less, gang_of, tenant, rank)
     assert [e.key for e in order] == popped
 
 

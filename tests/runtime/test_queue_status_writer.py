@@ -92,7 +92,7 @@ async def test_a_scheduler_plugins_group_gets_the_annotations_once() -> None:
     patch, clock = Recorder(), FakeClock()
     writer = QueueStatusWriter(patch, clock, min_interval=15.0)
     groups = {"ns/a": group("a")}
-    assert await writer.publish({"ns/a": status(3)}, groups) == 1
+    assert await writer.publish(lambda: {"ns/a": status(3)}, groups) == 1
     path, body, kind = patch.calls[0]
     assert path == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/a"
     assert kind == "application/merge-patch+json"
@@ -106,14 +106,16 @@ async def test_a_scheduler_plugins_group_gets_the_annotations_once() -> None:
         }
     }
     clock.advance(60)
-    assert await writer.publish({"ns/a": status(3)}, groups) == 0
+    assert await writer.publish(lambda: {"ns/a": status(3)}, groups) == 0
     assert len(patch.calls) == 1  # nothing changed: no PATCH
 
 
 async def test_an_upstream_group_also_gets_the_queued_condition_beside_its_own() -> None:
     patch = Recorder()
     writer = QueueStatusWriter(patch, FakeClock())
-    await writer.publish({"k8s:ns/a": status(1)}, {"k8s:ns/a": group("a", GangApi.KUBERNETES)})
+    await writer.publish(
+        lambda: {"k8s:ns/a": status(1)}, {"k8s:ns/a": group("a", GangApi.KUBERNETES)}
+    )
     path, body, kind = patch.calls[1]
     assert path == "/apis/scheduling.k8s.io/v1alpha2/namespaces/ns/podgroups/a/status"
     assert kind == "application/strategic-merge-patch+json"  # merged by type: others stay
@@ -127,17 +129,28 @@ async def test_a_failed_write_is_tried_again_on_the_next_pass() -> None:
     patch, clock = Recorder(fail=True), FakeClock()
     writer = QueueStatusWriter(patch, clock)
     groups = {"ns/a": group("a")}
-    assert await writer.publish({"ns/a": status(1)}, groups) == 0
+    assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 0
     patch.fail = False
-    assert await writer.publish({"ns/a": status(1)}, groups) == 1
+    assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 1
 
 
 async def test_a_pass_is_due_only_every_pass_interval() -> None:
     clock = FakeClock()
     writer = QueueStatusWriter(Recorder(), clock, pass_interval=5.0)
     assert writer.due()
-    await writer.publish({}, {})
+    await writer.publish(dict, {})
     clock.advance(4.0)
     assert not writer.due()
     clock.advance(1.0)
+    assert writer.due()
+
+
+async def test_a_long_pass_pushes_the_next_one_back() -> None:
+    clock = FakeClock()
+    readings = iter([100.0, 100.2])  # a pass over a huge queue: 0.2 s at 2 %: one per 10 s
+    writer = QueueStatusWriter(Recorder(), clock, pass_interval=5.0, timer=lambda: next(readings))
+    await writer.publish(dict, {})
+    clock.advance(5.0)
+    assert not writer.due()
+    clock.advance(5.5)
     assert writer.due()
