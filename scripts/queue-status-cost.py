@@ -2,7 +2,7 @@
 every pending gang, their statuses and the write plan, for N pending gangs of 4 members in
 4 tenants on 100 nodes. Prints the process CPU time per pass (median of the runs).
 
-    python3 scripts/queue-status-cost.py [gangs] [runs]
+    PYTHONPATH=. python3 scripts/queue-status-cost.py [gangs] [runs]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from batchsched.gang.podgroup import parse_pod_group
 from batchsched.gang.status import NotStarted
 from batchsched.metrics import SchedulerMetrics
 from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.queue_status import QueueStatus
 from batchsched.runtime.queue_status_writer import live_statuses, plan_writes
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.tenants import TenantLayer
@@ -71,7 +72,8 @@ def main() -> None:
     gangs = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     scheduler = build(gangs)
-    costs, written = [], {}
+    costs: list[float] = []
+    written: dict[str, QueueStatus] = {}
     for _ in range(runs):
         start = time.process_time()
         statuses = live_statuses(scheduler)
