@@ -57,6 +57,19 @@ def test_the_command_reports_on_seeds_47_to_51_unless_told_and_tunes_on_42_to_46
     assert parse().grid is False
 
 
+def test_the_grid_takes_the_policies_of_the_published_variants_table() -> None:
+    args = parse("--policies", "default,fgd,bestfit", "--grid", "--variants", "gpn4,cpu150")
+    assert (args.grid, args.policies, args.variants) == (True, "default,fgd,bestfit", "gpn4,cpu150")
+
+
+def test_an_unknown_policy_exits_2_with_a_message_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse("--grid", "--policies", "default,fgdx", "--out", str(tmp_path / "out.json"))
+    assert run_grid(args, [47]) == 2
+    assert "'fgdx'" in capsys.readouterr().err
+
+
 def test_a_bad_variant_name_exits_2_with_a_message_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
