@@ -184,6 +184,12 @@ def add_simulate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     sim.add_argument("--seed", type=int, default=42, help="sampling and tie-breaking seed (42)")
     sim.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
     sim.add_argument(
+        "--policy",
+        default="default",
+        help="default (the config's profile), or a policy of the ATC '23 paper scoring alone: "
+        "fgd, bestfit, dotproduct, gpupacking, gpuclustering, random",
+    )
+    sim.add_argument(
         "--percentage",
         type=int,
         help="percentageOfNodesToScore (default: 100 for the paper's method, else the config's)",
@@ -342,6 +348,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         json_out=args.json_out,
         report=args.report,
         quiet=args.quiet,
+        policy=args.policy,
     )
     return execute(request, sys.stdout, sys.stderr)
 

@@ -22,6 +22,7 @@ from batchsched.framework.profile import Profile
 from batchsched.model.errors import InvalidObject
 from batchsched.sim.dra_cluster import GPU_DEVICE_CLASS, as_dra_cluster, gpu_device_class
 from batchsched.sim.generator import DRA, GeneratorError, GeneratorSpec, generate
+from batchsched.sim.policy_run import DEFAULT_POLICY, check_policy, paper_target, profile_for
 from batchsched.sim.policy_run import choose_profile as choose_profile  # re-exported
 from batchsched.sim.run import (
     PAPER,
@@ -65,6 +66,7 @@ class SimulateRequest:
     json_out: Path | None = None
     report: Path | None = None
     quiet: bool = False
+    policy: str = DEFAULT_POLICY  # or one of the paper's (sim/policies.py)
 
 
 @dataclass(frozen=True)
@@ -165,9 +167,13 @@ def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
     start = time.perf_counter()
     try:
         require_report_extra(req)
+        check_policy(req.policy)
         profile = choose_profile(req.config)
         inputs = read_inputs(req, None if req.quiet else _note(err))
         method, pods, target = plan(req, inputs, profile)
+        if req.policy != DEFAULT_POLICY:
+            expected = paper_target(inputs.trace) if inputs.trace is not None else target
+            profile = profile_for(req.policy, profile, expected, req.seed)
     except (
         ClusterFileError,
         ConfigError,
@@ -196,8 +202,11 @@ def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
         record_reasons=method != PAPER,
     )
     wall = time.perf_counter() - start
-    print(render_summary(outcome, inputs.description, wall), file=out)
-    write_outputs(req, outcome, inputs.description, wall, out)
+    description = inputs.description
+    if req.policy != DEFAULT_POLICY:
+        description += f", policy {req.policy}"
+    print(render_summary(outcome, description, wall), file=out)
+    write_outputs(req, outcome, description, wall, out)
     return 0
 
 

@@ -90,6 +90,8 @@ class Policy:
     min_max: bool = False  # scores rescaled so the worst node gets 0 and the best 100
     # The score depends on the pod and the node only, so it may be kept per node state.
     cacheable: bool = True
+    # Ties go to the smallest node name, as in the artifact (sim/policy_plugin.py says why).
+    by_name: bool = True
 
 
 def cpu_left(node: NodeInfo) -> int:
@@ -271,7 +273,7 @@ def make_policy(name: str, target: Workload, seed: int) -> Policy:
         fgd = Fgd(target)
         return Policy(name, fgd.score, fgd.choose)
     if name == "random":
-        return Policy(name, random_score, RandomGpu(seed))
+        return Policy(name, random_score, RandomGpu(seed), by_name=False)
     scores: dict[str, ScoreFn] = {
         "bestfit": best_fit_score,
         "dotproduct": dot_product_score,

@@ -6,6 +6,16 @@ for a pod's GPUs); its PreScore and Score plugins give way to the policy, so the
 ranks the feasible nodes, as in the paper's simulator where one score plugin is enabled at a
 time; GpuTopology's Reserve gives way to the policy's choice of GPUs inside the node.
 
+Ties: the artifact's kubernetes fork (mental2008/kubernetes v1.20.5-minor, selectHost) takes
+the node with the smallest name among the best-scored ones "for reproducibility", where
+kube-scheduler draws one at random. That matters: under FGD's coarse score most pods without
+GPUs tie everywhere, and the smallest name packs them onto the same nodes where a random draw
+spreads them over every GPU node's cpu. Our runner draws at random, so a policy that wants the
+artifact's tie-break gets two more scorers, the two base-101 digits of the node's rank in name
+order (smallest name highest), weighted below the policy's score: the totals then order by the
+policy's score first and by name second. In clusters of more than 101 * 101 nodes the names
+past that share rank 0, which the random draw separates.
+
 A cacheable policy's score is kept per (pod demand, node generation): one placement changes one
 node, so the next pod with the same demand rescores one node, not a thousand.
 """
@@ -18,6 +28,7 @@ from collections.abc import Sequence
 from typing import ClassVar, Final
 
 from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.interfaces import PreScorePlugin
 from batchsched.framework.profile import Profile, WeightedScorer
 from batchsched.framework.status import OK, Status, unschedulable
 from batchsched.model.pod import PodView
@@ -30,6 +41,7 @@ GPU_TOPOLOGY: Final = "GpuTopology"
 NO_GPUS: Final = "node(s) had no GPUs the policy could give the pod"
 _MAX_DEMANDS: Final = 512
 _MAX_TABLE: Final = 50_000
+_DIGIT: Final = 101  # a score's 0..100
 
 
 def pod_demand(pod: PodView) -> PodDemand:
@@ -125,12 +137,65 @@ class PolicyScore:
         snapshot.forget_gpu_hint(pod.uid)
 
 
+class NameRank:
+    """PreScore: each node's rank in name order, smallest name highest (see the module
+    docstring), computed once per snapshot and node count."""
+
+    name: ClassVar[str] = "PaperTieBreak"
+
+    def __init__(self) -> None:
+        self.ranks: dict[str, int] = {}
+        self._of: tuple[int, int] = (0, -1)
+
+    def pre_score(
+        self, state: CycleState, pod: PodView, snapshot: Snapshot, nodes: Sequence[NodeInfo]
+    ) -> Status:
+        key = (id(snapshot), len(snapshot))
+        if key != self._of:
+            names = sorted(info.name for info in snapshot.nodes)
+            top = min(len(names), _DIGIT * _DIGIT) - 1
+            self.ranks = {name: max(top - i, 0) for i, name in enumerate(names)}
+            self._of = key
+        return OK
+
+
+class NameRankHigh:
+    name: ClassVar[str] = "PaperTieBreakHigh"
+
+    def __init__(self, rank: NameRank) -> None:
+        self._rank = rank
+
+    def score(self, state: CycleState, pod: PodView, node: NodeInfo) -> int:
+        return self._rank.ranks.get(node.name, 0) // _DIGIT
+
+
+class NameRankLow:
+    name: ClassVar[str] = "PaperTieBreakLow"
+
+    def __init__(self, rank: NameRank) -> None:
+        self._rank = rank
+
+    def score(self, state: CycleState, pod: PodView, node: NodeInfo) -> int:
+        return self._rank.ranks.get(node.name, 0) % _DIGIT
+
+
 def policy_profile(base: Profile, policy: Policy) -> Profile:
     """`base` with `policy` as its only scorer and its GPU choice in place of GpuTopology's
-    Reserve (where `base` has no GpuTopology Reserve, the policy's comes first)."""
+    Reserve (where `base` has no GpuTopology Reserve, the policy's comes first); with the
+    policy's `by_name`, ties go to the smallest node name."""
     plugin = PolicyScore(policy)
-    scorer = WeightedScorer(plugin, 1, plugin if policy.min_max else None)
+    normalizer = plugin if policy.min_max else None
+    pre_score: tuple[PreScorePlugin, ...] = (plugin,)
+    scores: tuple[WeightedScorer, ...] = (WeightedScorer(plugin, 1, normalizer),)
+    if policy.by_name:
+        rank = NameRank()
+        pre_score = (plugin, rank)
+        scores = (
+            WeightedScorer(plugin, _DIGIT * _DIGIT, normalizer),
+            WeightedScorer(NameRankHigh(rank), _DIGIT, None),
+            WeightedScorer(NameRankLow(rank), 1, None),
+        )
     reserve = [plugin if p.name == GPU_TOPOLOGY else p for p in base.reserve]
     if plugin not in reserve:
         reserve.insert(0, plugin)
-    return dataclasses.replace(base, pre_score=(plugin,), score=(scorer,), reserve=tuple(reserve))
+    return dataclasses.replace(base, pre_score=pre_score, score=scores, reserve=tuple(reserve))

@@ -64,11 +64,12 @@ def paper_target(trace: Sequence[TracePod]) -> Workload:
     return typical_workload(dataclasses.replace(trace_shape(row), memory=0) for row in trace)
 
 
-def profile_for(policy: str, base: Profile, trace: Sequence[TracePod], seed: int) -> Profile:
-    """The profile that runs `policy`: `base` itself for "default"."""
+def profile_for(policy: str, base: Profile, target: Workload, seed: int) -> Profile:
+    """The profile that runs `policy`: `base` itself for "default"; `target` is the workload
+    FGD's fragmentation expects (paper_target of a trace)."""
     if check_policy(policy) == DEFAULT_POLICY:
         return base
-    return policy_profile(base, make_policy(policy, paper_target(trace), seed))
+    return policy_profile(base, make_policy(policy, target, seed))
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ def run_policy(
 ) -> PolicyRun:
     """The paper's method (see run_paper) with `policy` placing the pods; GPU allocation at
     100 % and 130 % of the GPU capacity arrived."""
-    profile = profile_for(policy, choose_profile(config), trace, seed)
+    profile = profile_for(policy, choose_profile(config), paper_target(trace), seed)
     outcome = run_paper(nodes, trace, profile, seed=seed, inflation=inflation)
     at_100, at_130 = outcome.at(100), outcome.at(130)
     return PolicyRun(
