@@ -43,7 +43,6 @@ class BySignature:
             unresolvable = {
                 n: "never" for n in self.nodes if n not in refused and rng.random() < 0.1
             }
-            }
             allowed = frozenset(self.nodes) - set(refused) - set(unresolvable)
             scores = {n: rng.randrange(0, 11) * 30 for n in allowed}
             self.verdicts[key] = ExtenderVerdict(allowed, refused, unresolvable, scores, 3)
