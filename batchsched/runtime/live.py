@@ -66,6 +66,8 @@ class PostFilter(Protocol):
 
     def placed(self, key: str) -> None: ...
 
+    def evicting_for(self, key: str) -> bool: ...
+
 
 @dataclass
 class CycleCounts:
@@ -136,6 +138,10 @@ class Live:
 
     def preempting_now(self, key: str) -> bool:
         return self.preempting is not None and key in self.preempting.flights
+
+    def evicting_for(self, key: str) -> bool:
+        """Whether the evictions of `key`'s preemption plan are being made right now."""
+        return self.preempting is not None and self.preempting.evicting_for(key)
 
     @contextlib.contextmanager
     def holds_lifted(self, key: str, priority: int) -> Iterator[None]:

@@ -106,6 +106,15 @@ class Preempting:
     def evictor(self, evictor: Evictor) -> None:
         self.evictions.evictor = evictor
 
+    def evicting_for(self, key: str) -> bool:
+        """Whether the evictions of `key`'s plan are being made now: then its cycle waits,
+        and its preemptors are tried again when the eviction task ends."""
+        flight = self.flights.get(key)
+        if flight is None or not flight.gates_cycles:
+            return False
+        flight.deferred = True
+        return True
+
     # Holds
 
     @contextlib.contextmanager

@@ -69,12 +69,15 @@ class Evictions:
                     execution.went([victim.uid])  # deleted meanwhile: nothing to evict
                     continue
                 if await self._announce(flight, victim):
+                    if not flight.gates_cycles:  # the last victim: its preemptors may go now
+                        self._undefer(flight)
                     result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
                 else:
                     result = EvictionResult(EvictionOutcome.FAILED, "its Preempted Event failed")
                 self._answered(flight, victim, result)
         finally:
             flight.evicting = False
+            self._undefer(flight)
             if execution.finished and flight in self.executing:
                 self.executing.remove(flight)
                 if execution.given_up:
@@ -83,6 +86,12 @@ class Evictions:
                         flight.key,
                         len(execution.given_up),
                     )
+
+    def _undefer(self, flight: InFlight) -> None:
+        """Its preemptors' cycles that waited for the evictions are tried now."""
+        if flight.deferred:
+            flight.deferred = False
+            self.live.queue.activate(p.uid for p in flight.preemptors)
 
     async def _announce(self, flight: InFlight, victim: PodView) -> bool:
         """The victim's `Preempted` Event, posted before its eviction is asked for (False:

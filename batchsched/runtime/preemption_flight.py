@@ -39,8 +39,16 @@ class InFlight:
     execution: Execution
     held: bool = False
     evicting: bool = False  # an eviction task runs
+    deferred: bool = False  # a preemptor's cycle waited for that task: try it when it ends
     # Victims whose `Preempted` Event was posted: each is announced before its eviction.
     announced: set[str] = field(default_factory=set)
+
+    @property
+    def gates_cycles(self) -> bool:
+        """Whether its preemptors' cycles wait: while its evictions are being made, up to
+        the last (as kube-scheduler's async preemption, which lets the preemptor go before
+        the last victim is deleted, so that the deletion's event finds it waiting)."""
+        return self.evicting and len(self.execution.pending()) > 1
 
     def terminated(self, snapshot: Snapshot) -> int:
         return sum(1 for p in self.plan.victim_pods() if snapshot.node_of(p.uid) is None)

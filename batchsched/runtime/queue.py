@@ -263,6 +263,14 @@ class SchedulingQueue:
             self._unschedulable[qp.pod.uid] = Timed(landed.qp, now)
         self._ready.set()
 
+    def park(self, qp: QueuedPod) -> None:
+        """The pod was not tried (it waits for something of its own, e.g. the evictions of
+        its preemption plan): back to the pool, with no backoff, until an event or
+        `activate` sends it back."""
+        landed = self._land(qp)
+        if landed is not None:
+            self._unschedulable[qp.pod.uid] = Timed(landed.qp, self._clock.now())
+
     def requeue_backoff(self, qp: QueuedPod) -> None:
         """The cycle or the binding failed with an error: retry after the pod's backoff."""
         landed = self._land(qp)

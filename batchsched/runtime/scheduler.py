@@ -186,6 +186,12 @@ class Scheduler:
             live.queue.done(pod.uid)
             return
         key = pod_group_of(pod) or f"pod:{pod.key}"
+        if live.evicting_for(key):
+            # As kube-scheduler's async preemption: a preemptor is not tried while its plan's
+            # evictions are being made (a cycle would only find its victims still there);
+            # it is sent back as its last victim's eviction goes out (preemption_evictions.py).
+            live.queue.park(queued)
+            return
         with live.holds_lifted(key, pod.priority):
             cycle = live.queue.scheduling_cycle()
             found = workload_of(live, queued)

@@ -735,6 +735,28 @@ async def test_a_preemptor_holds_no_backfill_reservation_while_its_victims_go() 
     assert backfill.blocked_keys() == []
 
 
+async def test_a_preemptor_is_not_tried_while_its_plans_evictions_are_being_made() -> None:
+    # As kube-scheduler's async preemption: a cycle then would only find its victims there.
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    full_node(w, victims)
+    failed_cycles: list[int] = []
+
+    def meanwhile(calls: int) -> None:
+        w.retry()  # a cluster event while the evictions are made
+        failed_cycles.append(w.scheduler.live.counts.unschedulable)
+
+    w.evictions.before = meanwhile
+    w.pods.on_add(high("p"))
+    await w.settle()
+    assert failed_cycles[0] == 1  # only its first cycle, the one that planned
+    w.evictions.before = None
+    for victim in victims:
+        w.pods.on_delete(victim)
+    await w.settle()  # sent back when its evictions ended: it binds
+    assert w.bound("p") == "n1"
+
+
 class WatchedBackfill(LiveBackfill):
     """Records every gang or pod put in the backfill plan."""
 
@@ -929,11 +951,9 @@ async def test_a_preemptor_placed_before_its_plan_ends_still_has_every_victim_ev
     else:
         add_group(w, "high", preemptor)
         pods = gang("high", preemptor, 8, 1000)
-    # As the next eviction goes out, the victims evicted so far are gone and the preemptor
-    # has room: its cycle places it.
-    w.evictions.before = lambda n: (
-        kubelet_ends(w, victims, room_after) if n == room_after + 1 else None
-    )
+    # As the last eviction goes out (its cycles wait until then), the victims evicted so far
+    # are gone and the preemptor has room: its cycle places it.
+    w.evictions.before = lambda n: kubelet_ends(w, victims, room_after) if n == 4 else None
     for pod in pods:
         w.pods.on_add(pod)
     await w.settle()
