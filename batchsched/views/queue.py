@@ -1,8 +1,9 @@
 """`batchsched queue`: pending workloads in the order the scheduler would try them now.
 
-Purely computational. The order is the live scheduler's own: its `SchedulingQueue` (one heap
-per tenant in the profile's QueueSort order, the tenant whose head ranks best going next)
-with its `TenantLayer` (fair share and quota) fed the bound pods, as the cache feeds it. Pods
+Purely computational. The order is the live scheduler's own, as its leader writes it on
+each PodGroup (`runtime/queue_status.queue_order`: one line per tenant in the profile's
+QueueSort order, the tenant whose head ranks best going next), with its `TenantLayer` (fair
+share and quota) fed the bound pods, as the cache feeds it. Pods
 enter the queue at their creation time. A gang's place is where its first member comes up:
 the scheduler then takes the whole gang. Estimated starts are the ones the leader published
 on the workload (`batchsched.io/estimated-start-time`), else planned here on the backfill
@@ -22,12 +23,13 @@ from typing import Final
 
 from batchsched.clock import FakeClock
 from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
+from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.model.pod import PodView
 from batchsched.plugins.gang_sort import attach_group_ages
-from batchsched.runtime.queue import SchedulingQueue
+from batchsched.runtime.queue_status import queue_order
 from batchsched.runtime.tenants import UNMATCHED, TenantLayer
 from batchsched.views.state import LiveState, groups_by_key, pending_pods, snapshot_of
 from batchsched.whatif_estimates import estimate_starts
@@ -105,31 +107,24 @@ def try_order(
     state: LiveState, profiles: Mapping[str, Profile], layer: TenantLayer
 ) -> list[list[PodView]]:
     """Pending workloads (each a list of its pending members) in the order the scheduler's
-    queue pops them."""
+    queue takes them: the order the leader writes on each PodGroup (runtime/queue_status.py)."""
     pending = pending_pods(state, frozenset(profiles))
     if not pending or not profiles:
         return []
     attach_group_ages(profiles, _Groups(groups_by_key(state)))
     profile = next(iter(profiles.values()))
-    clock = FakeClock(min(p.creation_time for p in pending), 0.0)
     several = len(layer.policy.tenants) > 1
-    queue = SchedulingQueue(
+    order = queue_order(
+        (QueuedPod(p, p.creation_time, 0) for p in pending),
         profile.queue_sort.less,
-        clock,
-        tenant_of=layer.tenant_of,
-        rank=layer.rank if several else None,
+        layer.gang_key,
+        layer.tenant_of,
+        layer.rank if several else None,
     )
-    for pod in sorted(pending, key=lambda p: (p.creation_time, p.key)):
-        clock.advance(max(0.0, pod.creation_time - clock.now()))
-        queue.add(pod)
     members: dict[str, list[PodView]] = {}
-    order: list[str] = []
-    while (queued := queue.pop_ready()) is not None:
-        key = layer.gang_key(queued.pod)
-        if key not in members:
-            order.append(key)
-        members.setdefault(key, []).append(queued.pod)
-    return [sorted(members[k], key=lambda p: p.name) for k in order]
+    for pod in pending:
+        members.setdefault(layer.gang_key(pod), []).append(pod)
+    return [sorted(members[entry.key], key=lambda p: p.name) for entry in order]
 
 
 def queue_view(
