@@ -178,7 +178,7 @@ class Preempting:
         request = live_request(
             s, pods, group, reclaimable or frozenset(), self.min_runtime_s, budgets
         )
-        answer = self.planner(request, snapshot, runner)
+        answer = self.planner(request, snapshot, self.asking.runner(key, runner))
         if isinstance(answer, NoPlan):
             return Preempt(f"preemption: {answer.reason}", attempted=True, replaces=replaces)
         exceeded = tuple(budgets_exceeded(answer.victim_pods(), budgets))

@@ -9,9 +9,13 @@ pool, and then:
 - they keep the plan's node: the plan starts (hold, nomination, evictions) with the victims
   they kept. A victim gang loses a member to the answer only whole: gangs are evicted whole
   or not at all, so a gang unit with a member left out is not evicted;
-- they leave the node out, keep no victim batchsched chose, or a non-ignorable one fails:
-  nothing is evicted, and the preemptor waits out a refusal backoff (as for a
-  PodDisruptionBudget) before it plans again, with the reason in a Warning Event.
+- they leave the node out: nothing is evicted, and the preemptor is tried again at once
+  with that node refused to its preemption plans for a while (REFUSED_FOR_S), so the planner
+  offers the next best node. kube sends every candidate node at once and picks among those
+  the extenders keep; here they see one candidate per round;
+- they keep no victim batchsched chose, or a non-ignorable one fails: nothing is evicted, and
+  the preemptor waits out a refusal backoff (as for a PodDisruptionBudget) before it plans
+  again, with the reason in a Warning Event.
 
 A gang's plan is not sent. kube's ProcessPreemption is one pod's choice among nodes, each
 node's victims enough for that pod alone; a gang plan's victims are chosen for all members
@@ -24,15 +28,24 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from typing import ClassVar, Final
 
 from batchsched.extenders.preempt import Candidate, ExtenderPreemption
+from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.runner import ProfileRunner
+from batchsched.framework.status import OK, Status, unresolvable
 from batchsched.gang.podgroup import PodGroupView
 from batchsched.model.pod import PodView
 from batchsched.preemption.model import PreemptionPlan, VictimGang
 from batchsched.runtime.app_extenders import extender_set
 from batchsched.runtime.live import Live
+from batchsched.snapshot import NodeInfo
 
 logger = logging.getLogger(__name__)
+
+# How long a node the extenders left out of a preemptor's plan is kept out of its next plans.
+REFUSED_FOR_S: Final = 60.0
+REFUSED: Final = "node(s) were refused for this preemption by an extender"
 
 # Starts the plan, with the victims the extenders kept.
 Start = Callable[[PreemptionPlan], None]
@@ -55,6 +68,19 @@ def kept_units(plan: PreemptionPlan, node: str, kept: Candidate) -> tuple[Victim
     )
 
 
+class RefusedByExtenders:
+    """A Filter for the planner's dry runs: the nodes the extenders left out of this
+    preemptor's earlier plans cannot hold it."""
+
+    name: ClassVar[str] = "RefusedByExtenders"
+
+    def __init__(self, nodes: frozenset[str]) -> None:
+        self.nodes = nodes
+
+    def filter(self, state: CycleState, pod: PodView, node: NodeInfo) -> Status:
+        return unresolvable(REFUSED) if node.name in self.nodes else OK
+
+
 class PreemptionAsking:
     """Plans waiting for the extenders' answer, by preemptor key."""
 
@@ -63,6 +89,20 @@ class PreemptionAsking:
         self._refuse = refuse
         self.asking: dict[str, str] = {}  # key -> what the preemptor waits for
         self._uids: dict[str, str] = {}  # key -> the preemptor's uid
+        self._left_out: dict[str, dict[str, float]] = {}  # key -> node -> refused until
+
+    def runner(self, key: str, runner: ProfileRunner) -> ProfileRunner:
+        """The runner to plan `key`'s preemption with: without the nodes the extenders left
+        out of its recent plans."""
+        now = self.s.clock.now()
+        refused = {n: t for n, t in self._left_out.get(key, {}).items() if t > now}
+        if not refused:
+            self._left_out.pop(key, None)
+            return runner
+        self._left_out[key] = refused
+        profile = runner.profile
+        plugin = RefusedByExtenders(frozenset(refused))
+        return ProfileRunner(dataclasses.replace(profile, filter=(*profile.filter, plugin)))
 
     def ask(
         self,
@@ -93,6 +133,7 @@ class PreemptionAsking:
         """The preemptor was placed or deleted: an answer still to come starts nothing."""
         self.asking.pop(key, None)
         self._uids.pop(key, None)
+        self._left_out.pop(key, None)
 
     def forget_pod(self, uid: str) -> None:
         for key in [k for k, u in self._uids.items() if u == uid]:
@@ -120,7 +161,10 @@ class PreemptionAsking:
             return
         kept = answer.get(node)
         if kept is None:
-            self._refused(key, pod, f"the extenders left out node {node}")
+            refused = self._left_out.setdefault(key, {})
+            refused[node] = self.s.clock.now() + REFUSED_FOR_S
+            logger.info("extenders left out the plan's node pod=%s node=%s", pod.key, node)
+            self.s.queue.activate([pod.uid])  # plan again now, without that node
             return
         units = kept_units(plan, node, kept)
         if not units:

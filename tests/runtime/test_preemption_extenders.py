@@ -48,21 +48,42 @@ async def test_victims_the_extender_leaves_out_are_not_evicted() -> None:
     assert "asking the extenders" in w.told("p")
 
 
-async def test_a_node_the_extender_leaves_out_evicts_nothing_and_the_pod_backs_off() -> None:
+async def test_a_node_the_extender_leaves_out_is_left_out_of_the_next_plan() -> None:
+    cheap = low("v1", "n1", gpus=8)  # the planner's first choice: the lowest priority
+    dear = low("v2", "n2", gpus=8, priority=100)
+    w = world()  # the real planner
+    full_node(w, [cheap], "n1")
+    full_node(w, [dear], "n2")
+    verdicts = Verdicts(preempt=lambda args: keeping({"n2": [dear.uid]}))
+    async with serving(verdicts) as url:
+        with_preempting_extender(w, url)
+        w.pods.on_add(high("p"))
+        await w.settle()
+        assert w.evictions.calls == []  # n1 left out: nothing evicted, planned again at once
+        await w.settle()
+        await close_extenders(w.scheduler.profiles)
+    asked = [list(a["NodeNameToMetaVictims"]) for _, a in verdicts.calls]  # type: ignore[call-overload]
+    assert asked == [["n1"], ["n2"]]
+    assert w.evictions.evicted == ["default/v2"]
+    assert w.nominations.written == [("default/p", "n2")]
+
+
+async def test_a_node_kept_without_victims_evicts_nothing_and_the_pod_backs_off() -> None:
     victims = [low("v1", "n1", gpus=8)]
     planner = FixedPlanner(victims, "n1")
     w = world(planner)
     full_node(w, victims)
-    verdicts = Verdicts(preempt=lambda args: keeping({}))
+    verdicts = Verdicts(preempt=lambda args: keeping({"n1": []}))
     async with serving(verdicts) as url:
         with_preempting_extender(w, url)
         w.pods.on_add(high("p"))
         await w.settle()
         assert w.evictions.calls == []
         assert w.nominations.written == []
-        assert w.notes("p", "FailedScheduling")[-1] == (
-            "preemption refused by the extenders: the extenders left out node n1; "
-            "nothing evicted, planning again in 5s"
+        note = w.notes("p", "FailedScheduling")[-1]
+        assert note.startswith("preemption refused by the extenders: extender http://")
+        assert note.endswith(
+            "expected a victim pod on node n1; nothing evicted, planning again in 5s"
         )
         await w.tick(1)  # within the backoff: not planned again
         assert len(planner.requests) == 1
