@@ -44,6 +44,7 @@ from batchsched.kube.podgroups import gang_object_path, pod_group_path
 from batchsched.model.gang_ref import GangApi
 from batchsched.model.pod import PodView
 from batchsched.runtime.queue_status import (
+    QUEUED,
     QueueStatus,
     differs,
     message,
@@ -115,8 +116,13 @@ def plan_writes(
     wanted: list[tuple[tuple[int, int], Write]] = []
     for key, new in statuses.items():
         before = written.get(key)
-        # What this leader wrote, bucketed; else what the object shows, exactly.
-        needed = differs(before, new) if before else shown.get(key) != message(new, now)
+        # What this leader wrote, bucketed; else what the object shows, exactly. A line a
+        # former leader wrote stays until this one has tried the gang itself.
+        if before is not None:
+            needed = differs(before, new)
+        else:
+            line = shown.get(key)
+            needed = line != message(new, now) and (line is None or new.reason != QUEUED)
         if needed and since_write(key) >= min_interval:
             urgent = before is None or before.reason != new.reason
             wanted.append(((0 if urgent else 1, new.position), Write(key, new)))

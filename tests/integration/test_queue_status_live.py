@@ -44,12 +44,13 @@ def quicken(app: App) -> None:
     writer.pass_interval, writer.min_interval = 0.5, 1.0
 
 
-def podgroup_patches(plane: ControlPlane) -> int:
-    """PATCH requests the API server answered for PodGroups (status included), from its own
-    metrics: what a client sent, whether or not it changed the object."""
+def podgroup_patches(plane: ControlPlane, only: str = "") -> int:
+    """PATCH requests the API server answered for PodGroups, from its own metrics: what a
+    client sent, whether or not it changed the object. `only`: e.g. 'subresource=""', the
+    object's own (annotations), not its status."""
     total = 0
     for line in plane.kubectl("get", "--raw", "/metrics").splitlines():
-        ours = 'resource="podgroups"' in line and 'verb="PATCH"' in line
+        ours = 'resource="podgroups"' in line and 'verb="PATCH"' in line and only in line
         if line.startswith("apiserver_request_total{") and ours:
             total += int(float(line.rsplit(" ", 1)[1]))
     return total
@@ -100,6 +101,36 @@ async def test_a_pending_gang_shows_its_place_and_it_moves_when_the_queue_does(
             timeout=30,
             what="the first gang's line removed",
         )
+
+
+async def test_a_new_leader_rewrites_nothing_the_last_one_wrote_that_still_holds(
+    api: client.ApiClient, control_plane: ControlPlane
+) -> None:
+    await create_node(api, make_node("qs-restart-gpu").gpus(8).cpu("64"))
+    await create_group(api, "qs-stays", 2)
+    await create_members(api, "qs-stays", range(2))
+    async with running_scheduler(control_plane) as first:
+        quicken(first)
+        await wait_for(
+            lambda: _starts(notes_of(api, "qs-stays"), "Unschedulable: position 1 of 1"),
+            timeout=30,
+            what="the first leader's line",
+        )
+    line = (await notes_of(api, "qs-stays"))[QUEUE_STATUS_ANNOTATION]
+    # The object's own PATCHes: a new process writes the gang status (its subresource) once.
+    patches = podgroup_patches(control_plane, 'subresource=""')
+    async with running_scheduler(control_plane) as second:
+        quicken(second)
+        writer = second.housekeeping.queue_status
+        assert writer is not None
+        await wait_for(
+            lambda: "default/qs-stays" in second.gangs.rejections and writer.passes >= 4,
+            timeout=30,
+            what="the new leader tried the gang, and 4 passes",
+        )
+        assert writer.writes == 0
+    assert (await notes_of(api, "qs-stays"))[QUEUE_STATUS_ANNOTATION] == line
+    assert podgroup_patches(control_plane, 'subresource=""') == patches
 
 
 async def test_a_standby_writes_no_queue_status(

@@ -65,9 +65,16 @@ def test_a_group_that_left_the_queue_has_its_line_removed() -> None:
 
 
 def test_a_new_leader_leaves_alone_what_the_object_already_shows() -> None:
-    shown = {"ns/a": message(status(7), NOW), "ns/b": message(status(8), NOW)}
-    plan = plan_writes({"ns/a": status(7), "ns/b": status(3)}, {}, shown, never, (15.0, 20), NOW)
-    assert plan == [Write("ns/b", status(3))]
+    no = UNSCHEDULABLE
+    shown = {"ns/a": message(status(7, no), NOW), "ns/b": message(status(8, no), NOW)}
+    statuses = {"ns/a": status(7, no), "ns/b": status(3, no)}
+    plan = plan_writes(statuses, {}, shown, never, (15.0, 20), NOW)
+    assert plan == [Write("ns/b", status(3, no))]
+
+
+def test_a_new_leader_keeps_the_last_line_until_it_has_tried_the_gang_itself() -> None:
+    shown = {"ns/a": message(status(1, UNSCHEDULABLE), NOW)}
+    assert plan_writes({"ns/a": status(1)}, {}, shown, never, (15.0, 20), NOW) == []
 
 
 def group(name: str, api: GangApi = GangApi.SCHEDULER_PLUGINS, **notes: str) -> PodGroupView:
