@@ -38,7 +38,7 @@ async def wapi(control_plane: ControlPlane, api: client.ApiClient) -> AsyncItera
     await delete_workload_objects(api)
 
 
-async def test_an_upstream_pending_gang_gets_the_queued_condition_beside_podgroupscheduled(
+async def test_an_upstream_pending_gang_is_queued_beside_podgroupscheduled_until_it_starts(
     control_plane: ControlPlane, wapi: Any
 ) -> None:
     await create_node(wapi, make_node("qs-up").gpus(2).cpu("64"))
@@ -67,3 +67,16 @@ async def test_an_upstream_pending_gang_gets_the_queued_condition_beside_podgrou
         )
         notes = group["metadata"]["annotations"]
         assert notes[QUEUE_STATUS_ANNOTATION] == mine["message"]
+
+        # Room for the second member: the gang starts, the condition turns False, the line goes.
+        await create_node(wapi, make_node("qs-up-2").gpus(2).cpu("64"))
+
+        async def left() -> bool:
+            found = condition(await read(wapi, "podgroups", "qs-up"), QUEUED_CONDITION)
+            return found is not None and found["status"] == "False"
+
+        await wait_for(left, timeout=30, what="Queued=False once the gang started")
+        group = await read(wapi, "podgroups", "qs-up")
+        assert QUEUE_STATUS_ANNOTATION not in group["metadata"].get("annotations", {})
+        mine = condition(group, QUEUED_CONDITION)
+        assert mine is not None and mine["reason"] == "NotQueued"
