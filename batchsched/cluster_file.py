@@ -13,16 +13,15 @@ reader (gpu.nrt) is in this layer, so the command that loads the file parses the
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Final, TypeVar
+from typing import Final, TypeVar
 
-import yaml
-
+from batchsched.configfile.kube_dump import DumpFileError as ClusterFileError
+from batchsched.configfile.kube_dump import read_objects
 from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from batchsched.dra.parse import parse_device_class, parse_resource_claim, parse_resource_slice
 from batchsched.dra.templates import RESOURCE_API, template_claim
@@ -38,9 +37,6 @@ DRA_KINDS: Final = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceCl
 NRT_KIND: Final = "NodeResourceTopology"
 BASE_KINDS: Final = ("Node", "Pod", "PriorityClass", "Namespace", "PodGroup", NRT_KIND)
 KNOWN_KINDS: Final = (*BASE_KINDS, *DRA_KINDS)
-# libyaml's parser when PyYAML was built with it: several times faster on a big dump.
-_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_STR, _MAP, _SEQ = (f"tag:yaml.org,2002:{t}" for t in ("str", "map", "seq"))
 # PodGroup API group -> its reader (gang/encodings.py): coscheduling, Kubernetes, Volcano.
 _GROUP_READERS: Final[dict[str, Callable[[Mapping[str, object]], PodGroupView]]] = {
     "scheduling.x-k8s.io": parse_pod_group,
@@ -50,10 +46,6 @@ _GROUP_READERS: Final[dict[str, Callable[[Mapping[str, object]], PodGroupView]]]
 
 Progress = Callable[[str], None]
 _T = TypeVar("_T")
-
-
-class ClusterFileError(ValueError):
-    pass
 
 
 @dataclass
@@ -96,67 +88,7 @@ class _Devices:
 
 def read_documents(path: Path) -> list[tuple[str, Mapping[str, object]]]:
     """Every object in the file, with "file#index" as its origin for messages."""
-    return list(_objects(path))
-
-
-def _load_all(stream: IO[bytes]) -> Iterator[object]:
-    """yaml.load_all's documents, built by `_plain` (see there)."""
-    loader = _LOADER(stream)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            yield None if node is None else _plain(loader, node)
-    finally:
-        loader.dispose()
-
-
-def _plain(loader: yaml.SafeLoader, node: yaml.Node) -> object:
-    """The node as SafeLoader builds it, without its per-node generator machinery, which
-    took most of the time on a 60 000-pod dump; anything but plain maps, lists and scalars
-    (merge keys, sets) goes to the loader itself."""
-    if isinstance(node, yaml.ScalarNode):
-        return node.value if node.tag == _STR else loader.construct_object(node)
-    if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
-        return [_plain(loader, item) for item in node.value]
-    if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
-        pairs = node.value
-        if all(key.tag == _STR for key, _ in pairs):
-            return {key.value: _plain(loader, value) for key, value in pairs}
-    return loader.construct_document(node)
-
-
-def _json_documents(stream: IO[bytes]) -> list[object]:
-    """`kubectl get -o json`'s one object (JSON is YAML, read many times faster as JSON)."""
-    json_file = stream.read(64).lstrip()[:1] == b"{"
-    stream.seek(0)
-    return [json.load(stream)] if json_file else []
-
-
-def _objects(path: Path) -> Iterator[tuple[str, Mapping[str, object]]]:
-    try:
-        with path.open("rb") as stream:
-            documents = _json_documents(stream) or [d for d in _load_all(stream) if d is not None]
-    except OSError as err:
-        raise ClusterFileError(f"{path}: cannot read: {err.strerror or err}") from err
-    except json.JSONDecodeError as err:
-        raise ClusterFileError(f"{path}: not valid JSON: {err}") from err
-    except yaml.YAMLError as err:
-        raise ClusterFileError(f"{path}: not valid YAML: {err}") from err
-    for i, doc in enumerate(documents):
-        if not isinstance(doc, Mapping):
-            raise ClusterFileError(
-                f"{path}: document {i}: expected a Kubernetes object, got {type(doc).__name__}"
-            )
-        if str(doc.get("kind", "")).endswith("List"):
-            items = doc.get("items") or []
-            if not isinstance(items, list):
-                raise ClusterFileError(f"{path}: document {i}: items must be a list")
-            for j, item in enumerate(items):
-                if not isinstance(item, Mapping):
-                    raise ClusterFileError(f"{path}: document {i} items[{j}]: expected an object")
-                yield f"{path}#{i}.items[{j}]", item
-        else:
-            yield f"{path}#{i}", doc
+    return list(read_objects(path))
 
 
 def collect(
@@ -388,7 +320,7 @@ def load_cluster(
     started = time.monotonic()
     for path in paths:
         before = len(documents)
-        documents.extend(_objects(path))
+        documents.extend(read_objects(path))
         if progress is not None:
             took = time.monotonic() - started
             progress(f"read {path}: {len(documents) - before} objects ({took:.1f} s)")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from batchsched import cluster_file
 from batchsched.bench.dra_e2e_objects import dgx_nrt
 from batchsched.cli import main
 from batchsched.cluster_file import load_cluster
+from batchsched.configfile import kube_dump
 from tests.builders import make_node, make_pod
 
 
@@ -69,7 +69,7 @@ def test_progress_lines_go_to_stderr_and_quiet_silences_them(
 def test_the_faster_libyaml_loader_is_used_when_pyyaml_has_it() -> None:
     if not yaml.__with_libyaml__:
         pytest.skip("PyYAML was built without libyaml here; the pure-Python loader is used")
-    assert cluster_file._LOADER is yaml.CSafeLoader
+    assert kube_dump.LOADER is yaml.CSafeLoader
 
 
 def test_a_node_resource_topology_is_read_and_its_node_gets_placements(
