@@ -45,6 +45,10 @@ from batchsched.plugins.extenders import ExtenderVerdict
 logger = logging.getLogger(__name__)
 
 NOT_FETCHED = "no extender verdict was fetched for this pod before its cycle"
+# Pods asked about at once: a gang of members that share no signature (anti-affinity, say)
+# would otherwise send them all together, and the last ones wait out the timeout in the
+# extender's queue (kube-scheduler asks about one pod at a time).
+MAX_ASKED_AT_ONCE = 8
 
 
 class ExtenderSet:
@@ -97,8 +101,8 @@ class ExtenderSet:
             await self.preemption.close()
 
     async def prefetch(self, pods: Iterable[PodView], nodes: Sequence[NodeView]) -> None:
-        """Ask about each distinct signature of these pods (concurrently) and keep the
-        verdicts, by pod, until `forget`."""
+        """Ask about each distinct signature of these pods (MAX_ASKED_AT_ONCE at a time)
+        and keep the verdicts, by pod, until `forget`."""
         alike: dict[Hashable, list[PodView]] = {}
         for pod in pods:
             if self.interested(pod):
@@ -107,7 +111,13 @@ class ExtenderSet:
         if not alike:
             return
         groups = list(alike.values())
-        verdicts = await asyncio.gather(*(self.ask(group[0], nodes) for group in groups))
+        room = asyncio.Semaphore(MAX_ASKED_AT_ONCE)
+
+        async def asked(pod: PodView) -> ExtenderVerdict:
+            async with room:
+                return await self.ask(pod, nodes)
+
+        verdicts = await asyncio.gather(*(asked(group[0]) for group in groups))
         for group, verdict in zip(groups, verdicts, strict=True):
             for pod in group:
                 self._verdicts[pod.uid] = verdict

@@ -26,6 +26,8 @@ class Verdicts:
     on_filter: Callable[[dict[str, object]], None] | None = None
     # preempt: ExtenderPreemptionArgs -> ExtenderPreemptionResult (None: keep every victim)
     preempt: Callable[[dict[str, object]], object] | None = None
+    in_flight: int = 0  # filter calls being answered now, and the most there ever were
+    most_in_flight: int = 0
 
 
 def meta_victims(args: dict[str, object]) -> dict[str, list[str]]:
@@ -67,7 +69,12 @@ def extender_app(verdicts: Verdicts) -> web.Application:
         verdicts.calls.append(("filter", args))
         if verdicts.on_filter is not None:
             verdicts.on_filter(args)
-        await asyncio.sleep(verdicts.delay)  # the delay under test, not a wait in a test
+        verdicts.in_flight += 1
+        verdicts.most_in_flight = max(verdicts.most_in_flight, verdicts.in_flight)
+        try:
+            await asyncio.sleep(verdicts.delay)  # the delay under test, not a wait in a test
+        finally:
+            verdicts.in_flight -= 1
         names = _names(args)
         refused = {**verdicts.refuse, **verdicts.unresolvable}
         passed = [n for n in names if n not in refused]

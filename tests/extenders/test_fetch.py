@@ -8,7 +8,7 @@ import pytest
 
 from batchsched.extenders.binding import ExtenderBinding
 from batchsched.extenders.client import Breaker, ExtenderClient, ExtenderUnavailable
-from batchsched.extenders.fetch import ExtenderSet
+from batchsched.extenders.fetch import MAX_ASKED_AT_ONCE, ExtenderSet
 from batchsched.extenders.settings import ExtenderSettings
 from tests.builders import make_node, make_pod
 from tests.extenders.fake_extender import Verdicts, serving
@@ -134,3 +134,16 @@ async def test_the_binder_extender_binds_with_the_go_field_names_and_reports_its
         "bind",
         {"PodName": "p", "PodNamespace": "team", "PodUID": pod.uid, "Node": "n1"},
     )
+
+
+async def test_pods_of_distinct_signatures_are_asked_about_a_few_at_a_time() -> None:
+    verdicts = Verdicts(refuse={"a": "no"}, delay=0.01)
+    pods = [make_pod(f"p{i}").label("member", str(i)).view() for i in range(30)]
+    async with serving(verdicts) as url:
+        extenders = ExtenderSet([ExtenderClient(_settings(url))])
+        await extenders.prefetch(pods, NODES)
+        await extenders.close()
+    assert MAX_ASKED_AT_ONCE == 8
+    assert verdicts.most_in_flight <= 8
+    assert len([c for c, _ in verdicts.calls if c == "filter"]) == 30
+    assert all(extenders.verdict(p).allowed == frozenset("bcd") for p in pods)  # type: ignore[union-attr]
