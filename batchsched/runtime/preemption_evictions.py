@@ -69,8 +69,6 @@ class Evictions:
                     execution.went([victim.uid])  # deleted meanwhile: nothing to evict
                     continue
                 if await self._announce(flight, victim):
-                    if not flight.gates_cycles:  # the last victim: its preemptors may go now
-                        self._undefer(flight)
                     result = await self.evictor.evict(victim.namespace, victim.name, victim.uid)
                 else:
                     result = EvictionResult(EvictionOutcome.FAILED, "its Preempted Event failed")
@@ -88,8 +86,11 @@ class Evictions:
                     )
 
     def _undefer(self, flight: InFlight) -> None:
-        """Its preemptors' cycles that waited for the evictions are tried now."""
-        if flight.deferred:
+        """Its preemptors' cycles that waited for the evictions are tried now, when every
+        victim went already; otherwise `Preempting.victim_gone` sends them back as the last
+        one goes (activated now, they would only find victims still there)."""
+        victims = flight.plan.victim_pods()
+        if flight.deferred and flight.terminated(self.live.cache.snapshot) == len(victims):
             flight.deferred = False
             self.live.queue.activate(p.uid for p in flight.preemptors)
 
