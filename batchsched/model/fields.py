@@ -6,7 +6,7 @@ import re
 import reprlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, cast
 
 from batchsched.model.selectors import LABEL_OPERATORS, LabelSelector, Requirement
 
@@ -54,6 +54,8 @@ def object_name(obj: Mapping[str, object]) -> tuple[str, str]:
 
 
 def as_map(value: object, field: str) -> Mapping[str, object]:
+    if type(value) is dict:  # the common case, without the ABC check
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -62,6 +64,8 @@ def as_map(value: object, field: str) -> Mapping[str, object]:
 
 
 def as_list(value: object, field: str) -> Sequence[object]:
+    if type(value) is list:
+        return value
     if value is None:
         return ()
     if not isinstance(value, list | tuple):
@@ -70,6 +74,8 @@ def as_list(value: object, field: str) -> Sequence[object]:
 
 
 def as_str(value: object, field: str, default: str = "") -> str:
+    if type(value) is str:
+        return value
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -96,7 +102,10 @@ def as_bool(value: object, field: str) -> bool:
 
 
 def str_map(value: object, field: str) -> dict[str, str]:
-    return {str(k): as_str(v, f"{field}.{k}") for k, v in as_map(value, field).items()}
+    mapping = as_map(value, field)
+    if all(type(k) is str and type(v) is str for k, v in mapping.items()):
+        return dict(cast(Mapping[str, str], mapping))  # as read: no field path per entry
+    return {str(k): as_str(v, f"{field}.{k}") for k, v in mapping.items()}
 
 
 def timestamp(value: object, field: str) -> float:

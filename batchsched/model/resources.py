@@ -30,6 +30,10 @@ NVIDIA_GPU: Final = "nvidia.com/gpu"
 
 # Resources with their own attribute, in the order names() reports them.
 _STANDARD: Final = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+# Resource lists written as text (name -> quantity string, as the API prints them) and
+# their vectors: a vector is immutable, so pods asking alike share one.
+_PARSED: Final[dict[tuple[tuple[str, object], ...], Resources]] = {}
+_PARSED_LIMIT: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,9 @@ class Resources:
 
     def __post_init__(self) -> None:
         """Copy ``scalar`` without zeros, so callers can't mutate us and zeros can't break ==."""
+        if not self.scalar:  # most vectors: no checks to make
+            object.__setattr__(self, "scalar", {})
+            return
         clash = sorted(set(self.scalar) & set(_STANDARD))
         if clash:
             raise ValueError(f"standard resources {clash} belong in their own fields, not scalar")
@@ -70,10 +77,17 @@ class Resources:
             return cls()
         if not isinstance(mapping, Mapping):
             raise QuantityError(field, mapping, "expected a mapping of resource name to quantity")
+        items = tuple(mapping.items())
+        known = all(type(k) is str and type(v) is str for k, v in items)
+        if known and items in _PARSED:  # pods of one Job ask alike: parse each text once
+            return _PARSED[items]
         amounts: dict[str, int] = {}
-        for name, raw in mapping.items():
+        for name, raw in items:
             amounts[_checked_name(name, field)] = _parse_amount(name, raw, f"{field}.{name}")
-        return _from_amounts(amounts)
+        parsed = _from_amounts(amounts)
+        if known and len(_PARSED) < _PARSED_LIMIT:
+            _PARSED[items] = parsed
+        return parsed
 
     def get(self, name: str) -> int:
         """Amount of one resource; an absent resource is 0."""
@@ -107,8 +121,10 @@ class Resources:
         return _combine(self, other, max)
 
     def is_zero(self) -> bool:
-        """True when every amount is 0."""
-        return not self.names()
+        """True when every amount is 0 (``scalar`` stores no zeros)."""
+        return not (self.milli_cpu or self.memory or self.ephemeral_storage or self.pods) and (
+            not self.scalar
+        )
 
     def insufficient(self, free: Resources) -> tuple[str, ...]:
         """Resources this request needs more of than ``free`` holds, in names() order.

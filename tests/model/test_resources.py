@@ -280,3 +280,22 @@ def test_max_with_dominates_both(a: Resources, b: Resources) -> None:
     assert b.insufficient(top) == ()
     for name in a.names() + b.names():
         assert top.get(name) == max(a.get(name), b.get(name))
+
+
+def test_a_request_parsed_before_does_not_make_a_bad_one_look_alike_acceptable() -> None:
+    """Parsed vectors are shared between pods asking alike (a cache keyed by the text);
+    1 == True in Python, so a boolean must still be refused after "1" was read."""
+    assert Resources.parse({"cpu": 1}, "r").milli_cpu == 1000
+    assert Resources.parse({"cpu": "1", "nvidia.com/gpu": "2"}, "r").scalar == {NVIDIA_GPU: 2}
+    assert Resources.parse({"cpu": "1", "nvidia.com/gpu": "2"}, "r").scalar == {NVIDIA_GPU: 2}
+    with pytest.raises(QuantityError):
+        Resources.parse({"cpu": True}, "r")
+    with pytest.raises(QuantityError):
+        Resources.parse({"cpu": 1, "nvidia.com/gpu": "x"}, "r")
+
+
+def test_a_vector_with_only_negative_or_scalar_amounts_is_not_zero() -> None:
+    assert Resources().is_zero()
+    assert not Resources(milli_cpu=-1).is_zero()
+    assert not Resources(scalar={"nvidia.com/gpu": 1}).is_zero()
+    assert Resources(scalar={"nvidia.com/gpu": 0}).is_zero()
