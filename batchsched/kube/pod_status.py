@@ -114,7 +114,10 @@ class PodStatusWriter:
         ]
         written = 0
         for uid in due:
-            pod, message = self._deferred.pop(uid)
+            entry = self._deferred.pop(uid, None)
+            if entry is None:
+                continue  # a newer verdict was written while an earlier one was awaited
+            pod, message = entry
             if waiting(uid):
                 await self._latest.write(("condition", uid), message, self._mark, pod)
                 written += 1
