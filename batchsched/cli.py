@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument(
         "--quiet", action="store_true", help="no progress or skipped-kinds lines on stderr"
     )
+    place.add_argument("--quota", type=Path, help="tenant quota file: quotas, fair share apply")
     run = commands.add_parser(
         "run",
         help="schedule pods naming our profiles on a real cluster",
@@ -264,6 +265,9 @@ class JsonFormatter(logging.Formatter):
 def run_place(args: argparse.Namespace) -> int:
     from batchsched.config import ConfigError, default_config, load_config
     from batchsched.sim.nrt_topologies import measured_topologies
+    from batchsched.sim.progress import Progress
+    from batchsched.views.place_tenants import what_if_tenants
+    from queues.config import load_quota_file
 
     cluster = args.cluster
     pods = args.pods
@@ -274,6 +278,7 @@ def run_place(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config) if args.config else default_config()
         profiles = config.build_profiles()
+        policy = load_quota_file(args.quota) if args.quota is not None else None
         state = load_cluster(paths, devices=True, progress=note)
         topologies = measured_topologies(state.topologies)
     except (ClusterFileError, ConfigError) as err:
@@ -281,7 +286,11 @@ def run_place(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if state.skipped:
         note(skipped_text(state.skipped))
+    tenants = None if policy is None else what_if_tenants(policy, profiles, state)
     started = time.monotonic()
+    pending = sum(1 for p in state.pods if not p.node_name and not p.is_finished)
+    note(f"placing {pending} pending pods on {len(state.nodes)} nodes")
+    bar = Progress(pending, "batchsched place", enabled=not args.quiet)
     result = place_pending(
         state.nodes,
         state.pods,
@@ -292,8 +301,13 @@ def run_place(args: argparse.Namespace) -> int:
         now=time.time(),
         devices=DeviceObjects(state.device_classes, state.resource_slices, state.resource_claims),
         topologies=topologies,
+        tenants=tenants,
+        progress=bar,
     )
-    note(f"placed {len(result.order)} pending pods ({time.monotonic() - started:.1f} s)")
+    bar.close()
+    placed = sum(1 for node in result.placements.values() if node)
+    took = time.monotonic() - started
+    note(f"placed {placed} of {len(result.order)} pending pods ({took:.1f} s)")
     print(render(result, args.output))
     return 0
 

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, TypeVar
 
-from batchsched.configfile.kube_dump import DumpFileError as ClusterFileError
-from batchsched.configfile.kube_dump import read_objects
+from batchsched.configfile.kube_dump import DumpFileError, read_objects
 from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from batchsched.dra.parse import parse_device_class, parse_resource_claim, parse_resource_slice
 from batchsched.dra.templates import RESOURCE_API, template_claim
@@ -45,6 +44,7 @@ _GROUP_READERS: Final[dict[str, Callable[[Mapping[str, object]], PodGroupView]]]
 }
 
 Progress = Callable[[str], None]
+ClusterFileError = DumpFileError  # the file's errors and its objects' are one kind
 _T = TypeVar("_T")
 
 

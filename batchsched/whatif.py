@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from batchsched.cycle.cycle import schedule_workload
 from batchsched.cycle.decision import Bind
-from batchsched.cycle.policies import SnapshotHandle
+from batchsched.cycle.policies import Admission, SnapshotHandle
 from batchsched.cycle.workload import Workload, pod_key
 from batchsched.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from batchsched.dra.state import DraState
@@ -24,6 +25,7 @@ from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.snapshot import Snapshot
 from batchsched.whatif_estimates import estimate_starts, runtime_of
 from gpu.topology import NodeTopology
+from queues.fairshare import RankKey
 
 
 @dataclass
@@ -55,6 +57,19 @@ class DeviceObjects:
     claims: Sequence[ResourceClaim] = ()
 
 
+class Tenants(Admission, Protocol):
+    """Tenant queues over a quota file (the live scheduler's TenantLayer): quota admission,
+    usage counted from the pods bound (and placed here), and fair share between tenants."""
+
+    def attach(self, snapshot: Snapshot) -> None: ...
+
+    def counted(self, pod: PodView) -> None: ...
+
+    def tenant_of(self, pod: PodView) -> str: ...
+
+    def rank(self, queued: QueuedPod) -> RankKey: ...
+
+
 def queue_order(pods: Sequence[PodView], profile: Profile) -> list[PodView]:
     """Pending pods in the order the queue would pop them (stable for equal keys)."""
     queued = [QueuedPod(pod, pod.creation_time) for pod in pods]
@@ -77,12 +92,16 @@ def place_pending(
     now: float | None = None,
     devices: DeviceObjects = DeviceObjects(),
     topologies: Mapping[str, NodeTopology] | None = None,
+    tenants: Tenants | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> WhatIfResult:
     """Schedule pending pods in queue order; each placement is visible to the next. A gang is
     placed whole when its first member comes up; one that would wait at Permit for members
     that do not exist yet is reported unplaced, as is one that does not fit. A placed pod's
     claims show the devices they were allocated (or held already). `topologies`: the GPU
-    topology each node's agent measured (NodeResourceTopology), as the live cache holds it."""
+    topology each node's agent measured (NodeResourceTopology), as the live cache holds it.
+    `tenants`: quota admission and fair share, as the live queue applies them (the bound pods
+    are counted first, and each placement as it is made). `progress`: pods tried so far."""
     snapshot = Snapshot(nodes, [p for p in pods if p.node_name], namespace_labels)
     for node_name, topology in (topologies or {}).items():
         snapshot.set_measured_topology(node_name, topology)
@@ -93,36 +112,81 @@ def place_pending(
     result = WhatIfResult()
     if not profiles:
         return result
-    first = next(iter(profiles.values()))
+    if tenants is not None:
+        tenants.attach(snapshot)
+        for bound in pods:
+            if bound.node_name and not bound.is_finished:
+                tenants.counted(bound)
     attach_group_ages(profiles, _GroupAges(groups))
     done: set[str] = set()
     unplaced: list[list[PodView]] = []
-    for pod in queue_order(pending, first):
-        if pod.uid in done:
-            continue
+    for pod in _queue(pending, next(iter(profiles.values())), tenants, done):
         gang = pod_group_of(pod)
         if gang is None:
-            outcomes = [(pod, *_place_one(pod, profiles, runners, snapshot))]
+            outcomes = [(pod, *_place_one(pod, profiles, runners, snapshot, tenants))]
         else:
             members = [p for p in pending if pod_group_of(p) == gang and p.uid not in done]
-            bound = sum(1 for p in pods if p.node_name and pod_group_of(p) == gang)
-            outcomes = _place_gang(gang, members, bound, groups, profiles, runners, snapshot)
-        for member, node, reason in outcomes:
-            done.add(member.uid)
-            result.order.append(member.key)
-            result.placements[member.key] = node
-            if reason:
-                result.reasons[member.key] = reason
-            held = claim_devices(member, snapshot.dra) if node else {}
-            if held:
-                result.claims[member.key] = held
+            bound_count = sum(1 for p in pods if p.node_name and pod_group_of(p) == gang)
+            outcomes = _place_gang(
+                gang, members, bound_count, groups, profiles, runners, (snapshot, tenants)
+            )
+        _record(result, outcomes, snapshot, tenants)
+        done.update(member.uid for member, _, _ in outcomes)
         missing = [m for m, node, _ in outcomes if node is None]
         if missing:
             unplaced.append(missing)
+        if progress is not None:
+            progress(len(done))
     if now is not None and unplaced and any(runtime_of(p, groups) for p in pods if p.node_name):
         placed_now = frozenset(p.uid for p in pending if result.placements.get(p.key))
         result.estimates = estimate_starts(snapshot, unplaced, placed_now, runners, groups, now)
     return result
+
+
+Outcome = tuple[PodView, str | None, str]  # pod, its node (None: unplaced), why not
+
+
+def _record(
+    result: WhatIfResult, outcomes: Sequence[Outcome], snapshot: Snapshot, tenants: Tenants | None
+) -> None:
+    for member, node, reason in outcomes:
+        result.order.append(member.key)
+        result.placements[member.key] = node
+        if reason:
+            result.reasons[member.key] = reason
+        held = claim_devices(member, snapshot.dra) if node else {}
+        if held:
+            result.claims[member.key] = held
+        if node and tenants is not None:
+            tenants.counted(replace(member, node_name=node))
+
+
+def _queue(
+    pending: Sequence[PodView], profile: Profile, tenants: Tenants | None, done: set[str]
+) -> Iterator[PodView]:
+    """The pending pods as the live queue pops them: QueueSort order, and with tenants the
+    head of each tenant's queue whose fair-share rank is best (asked again after each pod,
+    as placements change it). Pods in `done` (a gang's other members) are passed over."""
+    ordered = queue_order(pending, profile)
+    if tenants is None:
+        yield from (pod for pod in ordered if pod.uid not in done)
+        return
+    queues: dict[str, list[PodView]] = {}
+    for pod in ordered:
+        queues.setdefault(tenants.tenant_of(pod), []).append(pod)
+    position = {pod.uid: i for i, pod in enumerate(ordered)}
+    while True:
+        best: tuple[tuple[RankKey, int], PodView] | None = None
+        for queue in queues.values():
+            while queue and queue[0].uid in done:
+                queue.pop(0)
+            if queue:
+                head = queue[0]
+                key = (tenants.rank(QueuedPod(head, head.creation_time)), position[head.uid])
+                best = (key, head) if best is None or key < best[0] else best
+        if best is None:
+            return
+        yield best[1]
 
 
 def claim_devices(pod: PodView, dra: DraState) -> dict[str, list[str]]:
@@ -167,23 +231,24 @@ def _place_gang(
     groups: Mapping[str, PodGroupView],
     profiles: Mapping[str, Profile],
     runners: Mapping[str, ProfileRunner],
-    snapshot: Snapshot,
-) -> list[tuple[PodView, str | None, str]]:
+    where: tuple[Snapshot, Admission | None],
+) -> list[Outcome]:
+    snapshot, admission = where
     group = groups.get(gang)
     if group is None:
         reason = f"PodGroup {gang} not found; the pod waits for it"
         return [(m, None, reason) for m in members]
     runner = runners.get(members[0].scheduler_name)
     if runner is None:
-        return [(m, *_place_one(m, profiles, runners, snapshot)) for m in members]
+        return [(m, *_place_one(m, profiles, runners, snapshot, admission)) for m in members]
     pods = tuple(sorted(members, key=lambda p: p.name))
     workload = Workload(gang, pods, gang=True, group=group, bound=bound, hold=False)
-    decision = schedule_workload(SnapshotHandle(snapshot, runner), workload)
+    decision = schedule_workload(_handle(snapshot, runner, admission), workload)
     if not isinstance(decision, Bind):
         return [(m, None, decision.message) for m in pods]
-    where = {r.pod.uid: r.node for r in decision.placed}
+    nodes = {r.pod.uid: r.node for r in decision.placed}
     surplus = "elastic member beyond minMember: no room left after the gang's core"
-    return [(m, where.get(m.uid), "" if m.uid in where else surplus) for m in pods]
+    return [(m, nodes.get(m.uid), "" if m.uid in nodes else surplus) for m in pods]
 
 
 def _place_one(
@@ -191,6 +256,7 @@ def _place_one(
     profiles: Mapping[str, Profile],
     runners: Mapping[str, ProfileRunner],
     snapshot: Snapshot,
+    admission: Admission | None,
 ) -> tuple[str | None, str]:
     profile = profiles.get(pod.scheduler_name)
     if profile is None:
@@ -203,8 +269,16 @@ def _place_one(
         status = gate.pre_enqueue(pod)
         if not is_ok(status):
             return None, status.message()
-    handle = SnapshotHandle(snapshot, runners[pod.scheduler_name])
+    handle = _handle(snapshot, runners[pod.scheduler_name], admission)
     decision = schedule_workload(handle, Workload(pod_key(pod), (pod,)))
     if isinstance(decision, Bind):
         return decision.placed[0].node, ""
     return None, decision.message
+
+
+def _handle(
+    snapshot: Snapshot, runner: ProfileRunner, admission: Admission | None
+) -> SnapshotHandle:
+    handle = SnapshotHandle(snapshot, runner)
+    handle.admission = admission
+    return handle
