@@ -119,9 +119,10 @@ class PolicyScore:
         if info is None or info.gpu is None:
             return self._no_gpus
         held = snapshot.gpu_grants(pod.uid)
-        free = [f if f > 0 else 0 for f in info.gpu.free]
+        free = list(info.gpu.free)
         for index, milli in held:  # choose as if the pod held nothing yet
             free[index] += milli
+        free = [f if f > 0 else 0 for f in free]  # an overcommitted GPU offers nothing
         chosen = self.policy.choose(demand, info, free)
         if chosen is None:
             return self._no_gpus

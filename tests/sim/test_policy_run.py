@@ -150,3 +150,19 @@ def test_random_gpu_choice_follows_its_seed() -> None:
 
     assert draws(7) == draws(7)
     assert draws(7) != draws(8)
+
+
+def test_reserve_gives_a_share_the_gpu_the_policy_chooses() -> None:
+    share = "batchsched.io/gpu-milli"
+    bound = [
+        make_pod("a").cpu("1").annotation(share, "500").node("n"),  # GPU 0: 500 left
+        make_pod("b").cpu("1").gpus(1).node("n"),  # GPU 1: full
+        make_pod("c").cpu("1").annotation(share, "600").node("n"),  # GPU 2: 400 left
+    ]
+    snap = snapshot_of(idle_nodes("n"), bound)
+    info = snap.get("n")
+    assert info is not None and info.gpu is not None and info.gpu.free[:3] == [500, 0, 400]
+    profile = policy_profile(choose_profile(None), make_policy("bestfit", DEFAULT_WORKLOAD, 1))
+    pod = make_pod("p").cpu("1").annotation(share, "350").view()
+    assert ProfileRunner(profile, seed=1).schedule_one(pod, snap).node_name == "n"
+    assert snap.gpu_grants(pod.uid) == ((2, 350),)  # the fullest GPU with room, not the first
