@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Final, Protocol
 
 from batchsched.cycle.cycle import schedule_workload
 from batchsched.cycle.decision import Bind
@@ -113,17 +113,15 @@ def place_pending(
     if not profiles:
         return result
     if tenants is not None:
-        tenants.attach(snapshot)
-        for bound in pods:
-            if bound.node_name and not bound.is_finished:
-                tenants.counted(bound)
+        _count_bound(tenants, snapshot, pods)
     attach_group_ages(profiles, _GroupAges(groups))
     done: set[str] = set()
     unplaced: list[list[PodView]] = []
+    unfit: dict[Hashable, str] = {}
     for pod in _queue(pending, next(iter(profiles.values())), tenants, done):
         gang = pod_group_of(pod)
         if gang is None:
-            outcomes = [(pod, *_place_one(pod, profiles, runners, snapshot, tenants))]
+            outcomes = [_place_lone(pod, profiles, runners, snapshot, tenants, unfit)]
         else:
             members = [p for p in pending if pod_group_of(p) == gang and p.uid not in done]
             bound_count = sum(1 for p in pods if p.node_name and pod_group_of(p) == gang)
@@ -135,6 +133,8 @@ def place_pending(
         missing = [m for m, node, _ in outcomes if node is None]
         if missing:
             unplaced.append(missing)
+        if len(missing) < len(outcomes):
+            unfit.clear()  # the snapshot changed
         if progress is not None:
             progress(len(done))
     if now is not None and unplaced and any(runtime_of(p, groups) for p in pods if p.node_name):
@@ -144,6 +144,13 @@ def place_pending(
 
 
 Outcome = tuple[PodView, str | None, str]  # pod, its node (None: unplaced), why not
+
+
+def _count_bound(tenants: Tenants, snapshot: Snapshot, pods: Sequence[PodView]) -> None:
+    tenants.attach(snapshot)
+    for pod in pods:
+        if pod.node_name and not pod.is_finished:
+            tenants.counted(pod)
 
 
 def _record(
@@ -249,6 +256,49 @@ def _place_gang(
     nodes = {r.pod.uid: r.node for r in decision.placed}
     surplus = "elastic member beyond minMember: no room left after the gang's core"
     return [(m, nodes.get(m.uid), "" if m.uid in nodes else surplus) for m in pods]
+
+
+def _place_lone(
+    pod: PodView,
+    profiles: Mapping[str, Profile],
+    runners: Mapping[str, ProfileRunner],
+    snapshot: Snapshot,
+    admission: Admission | None,
+    unfit: dict[Hashable, str],
+) -> Outcome:
+    """`_place_one`, or the answer an equal pod got: `unfit` holds the shapes that found no
+    node since the snapshot last changed, each with its reason. On the same snapshot an equal
+    pod's cycle gives the same answer, and one that left the runner as it was (no node passed
+    the filters: start index and tie-break generator unmoved) changes nothing to skip."""
+    shape = _shape(pod)
+    if shape is not None and shape in unfit:
+        return pod, None, unfit[shape]
+    runner = runners.get(pod.scheduler_name)
+    before = runner.mark() if runner is not None else None
+    node, reason = _place_one(pod, profiles, runners, snapshot, admission)
+    if node is None and shape is not None and runner is not None and runner.mark() == before:
+        unfit[shape] = reason
+    return pod, node, reason
+
+
+# What a cycle reads of a pod: all of it but its name, uid and creation time.
+_SHAPE_FIELDS: Final = tuple(
+    f.name for f in fields(PodView) if f.name not in ("name", "uid", "creation_time")
+)
+
+
+def _shape(pod: PodView) -> Hashable | None:
+    """The pod's shape for `_place_lone`; None for one with claims (named per pod) or a
+    field that does not hash."""
+    if pod.resource_claims:
+        return None
+    values = [getattr(pod, name) for name in _SHAPE_FIELDS]
+    shape = tuple(tuple(sorted(v.items())) if isinstance(v, Mapping) else v for v in values)
+    try:
+        hash(shape)
+    except TypeError:
+        return None
+    return shape
 
 
 def _place_one(
