@@ -66,7 +66,7 @@ class PostFilter(Protocol):
 
     def placed(self, key: str) -> None: ...
 
-    def evicting_for(self, key: str) -> bool: ...
+    def waits_for_victims(self, key: str) -> str: ...
 
 
 @dataclass
@@ -139,9 +139,9 @@ class Live:
     def preempting_now(self, key: str) -> bool:
         return self.preempting is not None and key in self.preempting.flights
 
-    def evicting_for(self, key: str) -> bool:
-        """Whether the evictions of `key`'s preemption plan are being made right now."""
-        return self.preempting is not None and self.preempting.evicting_for(key)
+    def waits_for_victims(self, key: str) -> str:
+        """Why `key`'s cycle waits for its preemption plan's victims, "" when it does not."""
+        return self.preempting.waits_for_victims(key) if self.preempting is not None else ""
 
     @contextlib.contextmanager
     def holds_lifted(self, key: str, priority: int) -> Iterator[None]:

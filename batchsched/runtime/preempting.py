@@ -106,14 +106,16 @@ class Preempting:
     def evictor(self, evictor: Evictor) -> None:
         self.evictions.evictor = evictor
 
-    def evicting_for(self, key: str) -> bool:
-        """Whether the evictions of `key`'s plan are being made now: then its cycle waits,
-        and its preemptors are tried again when the eviction task ends."""
+    def waits_for_victims(self, key: str) -> str:
+        """What to tell `key`'s pods when their cycle waits for the plan's victims
+        (`InFlight.gates_cycles`), "" when it does not wait; a preemptor that waited is sent
+        back when the eviction task ends, if it waits no more then."""
         flight = self.flights.get(key)
-        if flight is None or not flight.gates_cycles:
-            return False
+        snapshot = self.s.cache.snapshot
+        if flight is None or not flight.gates_cycles(snapshot):
+            return ""
         flight.deferred = True
-        return True
+        return f"preemption: {flight.progress(snapshot)}"
 
     # Holds
 

@@ -86,11 +86,10 @@ class Evictions:
                     )
 
     def _undefer(self, flight: InFlight) -> None:
-        """Its preemptors' cycles that waited for the evictions are tried now, when every
-        victim went already; otherwise `Preempting.victim_gone` sends them back as the last
-        one goes (activated now, they would only find victims still there)."""
-        victims = flight.plan.victim_pods()
-        if flight.deferred and flight.terminated(self.live.cache.snapshot) == len(victims):
+        """Its preemptors' cycles that waited are tried now if they wait no more (every victim
+        went already, or one waits for a retry); otherwise `Preempting.victim_gone` sends
+        them back as the last one goes (activated now, they would only find victims there)."""
+        if flight.deferred and not flight.gates_cycles(self.live.cache.snapshot):
             flight.deferred = False
             self.live.queue.activate(p.uid for p in flight.preemptors)
 

@@ -43,12 +43,18 @@ class InFlight:
     # Victims whose `Preempted` Event was posted: each is announced before its eviction.
     announced: set[str] = field(default_factory=set)
 
-    @property
-    def gates_cycles(self) -> bool:
-        """Whether its preemptors' cycles wait: while its evictions are being made, up to
-        the last (as kube-scheduler's async preemption, which lets the preemptor go before
-        the last victim is deleted, so that the deletion's event finds it waiting)."""
-        return self.evicting and len(self.execution.pending()) > 1
+    def gates_cycles(self, snapshot: Snapshot) -> bool:
+        """Whether its preemptors' cycles wait, for a cycle could only find victims in the
+        way: while its evictions are being made, up to the last (as kube-scheduler's async
+        preemption), then while the victims, every eviction accepted, terminate (the last
+        one's going sends them back: `Preempting.victim_gone`). Not while an eviction waits
+        for a retry or was given up: the preemptor may find room elsewhere then."""
+        execution = self.execution
+        if self.evicting:
+            return len(execution.pending()) > 1
+        if not execution.started or execution.pending() or execution.given_up:
+            return False
+        return self.terminated(snapshot) < len(self.plan.victim_pods())
 
     def terminated(self, snapshot: Snapshot) -> int:
         return sum(1 for p in self.plan.victim_pods() if snapshot.node_of(p.uid) is None)

@@ -186,11 +186,13 @@ class Scheduler:
             live.queue.done(pod.uid)
             return
         key = pod_group_of(pod) or f"pod:{pod.key}"
-        if live.evicting_for(key):
-            # As kube-scheduler's async preemption: a preemptor is not tried while its plan's
-            # evictions are being made (a cycle would only find its victims still there);
-            # it is sent back as its last victim's eviction goes out (preemption_evictions.py).
+        waiting = live.waits_for_victims(key)
+        if waiting:
+            # A preemptor is not tried while its plan's evictions are made and its victims
+            # terminate (a cycle could only find them there; runtime/preemption_flight.py
+            # gates_cycles): parked until the last one goes, told how far they are.
             live.queue.park(queued)
+            self.binding.report_failure(pod, waiting)
             return
         with live.holds_lifted(key, pod.priority):
             cycle = live.queue.scheduling_cycle()

@@ -735,8 +735,8 @@ async def test_a_preemptor_holds_no_backfill_reservation_while_its_victims_go() 
     assert backfill.blocked_keys() == []
 
 
-async def test_a_preemptor_is_not_tried_while_its_plans_evictions_are_being_made() -> None:
-    # As kube-scheduler's async preemption: a cycle then would only find its victims there.
+async def test_a_preemptor_is_not_tried_while_its_evictions_are_made_and_its_victims_go() -> None:
+    # A cycle then could only find its victims there; the last one's going sends it back.
     victims = [low("v1", "n1"), low("v2", "n1")]
     w = world(FixedPlanner(victims, "n1"))
     full_node(w, victims)
@@ -751,9 +751,13 @@ async def test_a_preemptor_is_not_tried_while_its_plans_evictions_are_being_made
     await w.settle()
     assert failed_cycles[0] == 1  # only its first cycle, the one that planned
     w.evictions.before = None
+    tried = w.scheduler.live.counts.unschedulable
+    w.retry()  # every eviction accepted, the victims terminating: still no cycle
+    assert w.scheduler.live.counts.unschedulable == tried
+    assert w.told("p").endswith("0 of 2 terminated")
     for victim in victims:
         w.pods.on_delete(victim)
-    await w.settle()  # sent back when its evictions ended: it binds
+    await w.settle()  # sent back as the last victim went: it binds
     assert w.bound("p") == "n1"
 
 
