@@ -15,7 +15,9 @@ out a refusal, below):
      2. Once one eviction was accepted, every victim goes (`Execution`), even when the
      preemptor is placed early, deleted or gives up: failed evictions are tried again
      after a backoff (`expire` drives it);
-  4. each victim gone moves the pool; the preemptor binds, or replans if it still does not fit;
+  4. while its evictions are made and its victims terminate, the preemptor's cycles wait
+     (parked, told how far they are: a cycle could only find the victims there); the last
+     victim's going sends it back, and it binds, or replans if it still does not fit;
   5. a hold that outlives `hold_timeout_s` (victims that never terminate) is released.
 
 Holding the capacity (preemption_flight.py `InFlight`): each preemptor pod counts on its
