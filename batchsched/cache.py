@@ -100,6 +100,7 @@ class SchedulerCache:
 
     def set_gpu_load(self, node_name: str, load: tuple[GpuLoad, ...] | None) -> None:
         """The GPUs' measured load on a node, or None when none is published."""
+        self.snapshot.version += 1
         if load is None:
             self.snapshot.gpu_load.pop(node_name, None)
         else:

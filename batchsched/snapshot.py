@@ -70,6 +70,10 @@ class Snapshot:
         # Dynamic Resource Allocation: slices, classes, claims, devices in use; its
         # allocations are undone with the trial that made them.
         self.dra = DraState()
+        # Bumped by every change that is not a pod placed on or taken off a node (those bump
+        # the node's generation): nodes added, updated or removed, measured topology and
+        # load. Cached results that read snapshot-wide facts are stale when it moved.
+        self.version = 0
         for pod in pods:
             if pod.node_name and not pod.is_finished and pod.node_name in self._by_name:
                 self._place(pod, self._by_name[pod.node_name])
@@ -134,6 +138,7 @@ class Snapshot:
         if node.name in self._by_name:
             raise ValueError(f"node {node.name} is already in the snapshot")
         info = NodeInfo(node, self._measured.get(node.name))
+        self.version += 1
         self.nodes.append(info)
         self._by_name[node.name] = info
         self._index_node(node, 1)
@@ -143,6 +148,9 @@ class Snapshot:
     def update_node(self, node: NodeView) -> NodeInfo:
         """Swap in a newer version of a known node, keeping the pods counted on it."""
         info = self._by_name[node.name]
+        if _same_node(info.node, node):
+            return info  # a status heartbeat: nothing the scheduler reads moved
+        self.version += 1
         self._index_node(info.node, -1)
         info.node = node
         alloc = node.allocatable
@@ -178,6 +186,7 @@ class Snapshot:
         """The node agent's topology for a node (None: back to its labels). Pods keep their
         GPUs where the new topology still has them (the cache's watch events, never in a cycle).
         """
+        self.version += 1
         if topology is None:
             self._measured.pop(node_name, None)
         else:
@@ -193,6 +202,7 @@ class Snapshot:
             # The undo log holds NodeInfo references a rollback would resurrect.
             raise RuntimeError("nodes cannot be removed while a trial is open")
         info = self._by_name.pop(node_name)
+        self.version += 1
         self.nodes.remove(info)
         pods = list(info.pods.values())
         for pod in pods:
@@ -290,6 +300,17 @@ class Snapshot:
         ledger.release(pod.uid)
         ledger.take(pod.uid, grants, overcommit=True)
         info.mark_changed()
+
+
+def _same_node(old: NodeView, new: NodeView) -> bool:
+    return old is new or (
+        old.allocatable == new.allocatable
+        and old.labels == new.labels
+        and old.taints == new.taints
+        and old.unschedulable == new.unschedulable
+        and old.annotations == new.annotations
+        and old.image_sizes == new.image_sizes
+    )
 
 
 def _has_prefer_no_schedule(node: NodeView) -> bool:

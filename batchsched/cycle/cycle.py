@@ -26,6 +26,7 @@ from batchsched.cycle.decision import Bind, Decision, Reject, Wait, Why
 from batchsched.cycle.domains import DomainRefusal, choose_domain
 from batchsched.cycle.policies import Handle, Placed
 from batchsched.cycle.workload import Workload
+from batchsched.framework.lone_batches import LoneBatches
 from batchsched.framework.runner import ProfileRunner, Within
 from batchsched.framework.status import Code
 from batchsched.gang.core import GangDecision, Outcome, Reservation, schedule_gang
@@ -49,7 +50,13 @@ def _schedule_pod(handle: Handle, workload: Workload) -> Decision:
     pod = workload.pods[0]
     runner = handle.runner_for(pod)
     snapshot = handle.snapshot
-    result = runner.schedule_one(pod, snapshot)
+    # A handle may keep filter and score results for lone pods of one signature from cycle
+    # to cycle (framework/lone_batches.py): the same result as the runner's, for less work.
+    lone = getattr(handle, "lone_batches", None)
+    if isinstance(lone, LoneBatches):
+        result = lone.schedule(runner, pod, snapshot)
+    else:
+        result = runner.schedule_one(pod, snapshot)
     results = {pod.uid: result}
     node = result.node_name
     if result.placed and node is not None:

@@ -220,6 +220,9 @@ class Scheduler:
             if swapped is not extenders and swapped is not None:
                 await self.schedule_one_asking(queued, swapped)
                 return
+            # Extenders answer for this pod only: no kept results from another pod may stand
+            # in for their verdicts.
+            self._handle.lone_batches = None
             self.schedule_one(queued)
         finally:
             extenders.forget()

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from batchsched.cycle.policies import Admission, Holds
 from batchsched.cycle.workload import Workload, pod_key
 from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.lone_batches import LoneBatches
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import Reservation
 from batchsched.gang.podgroup import pod_group_of
@@ -74,6 +75,8 @@ class LiveHandle:
     def __init__(self, live: Live, holds: Holds) -> None:
         self._live = live
         self._holds = holds
+        # Lone pods' kept filter and score results; None while extenders answer per pod.
+        self.lone_batches: LoneBatches | None = LoneBatches()
 
     @property
     def snapshot(self) -> Snapshot:

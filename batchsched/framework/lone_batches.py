@@ -1,0 +1,125 @@
+"""Opportunistic batching across cycles: lone pods that share a signature, one after another.
+
+A Deployment's or a Job's pods arrive together and differ only in name: kube-scheduler 1.35
+(KEP-5598) keeps one pod's filter and score results for the next pod with the same
+scheduling signature. `SignatureBatch` (framework/batch.py) does that inside a gang trial;
+here the same batch is kept from one cycle to the next, under the same rules and with the
+same result as the runner: every node a cycle changed in between is evaluated again.
+
+What "changed" means across cycles:
+- a pod placed on, or taken off, a node (ours, a binding confirmed, a pod that finished, a
+  trial undone) changes that node's generation: the batch evaluates that node again;
+- anything else (a node added, updated or removed, measured topology or load, pods with
+  inter-pod affinity, DRA objects) may change what PreFilter and PreScore computed once for
+  the signature: the batch is dropped and the next pod of that signature builds a new one.
+
+A signature gets a batch on its second pod: building one evaluates every candidate node
+(the runner filters only a sample), which pays only when more pods follow.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from batchsched.framework.batch import SignatureBatch, build_batch, signature
+from batchsched.framework.runner import ProfileRunner, ScheduleResult
+from batchsched.model.pod import PodView
+from batchsched.snapshot import Snapshot
+
+# Signatures remembered (seen once, or with a batch): the most recent ones.
+KEPT: Final = 64
+
+World = tuple[int, int, int, int, int]
+V = TypeVar("V")
+
+
+def world_of(snapshot: Snapshot) -> World:
+    """The snapshot-wide facts a signature's PreFilter and PreScore may have read."""
+    return (
+        snapshot.version,
+        len(snapshot.nodes),
+        snapshot.pods_with_affinity,
+        snapshot.pods_with_required_anti_affinity,
+        snapshot.dra.version,
+    )
+
+
+@dataclass(slots=True)
+class _Kept:
+    runner: ProfileRunner
+    snapshot: Snapshot
+    world: World
+    batch: SignatureBatch | None  # None: the signature cannot be batched in this world
+    generations: list[int]  # each node's generation when the batch last looked
+
+    def valid_for(self, runner: ProfileRunner, snapshot: Snapshot) -> bool:
+        return (
+            self.runner is runner and self.snapshot is snapshot and self.world == world_of(snapshot)
+        )
+
+    def catch_up(self, batch: SignatureBatch) -> None:
+        """Mark the nodes whose generation moved since the last pick."""
+        # The world is unchanged, so the snapshot has the very nodes, in the same order.
+        generations = self.generations
+        for i, info in enumerate(self.snapshot.nodes):
+            if info.generation != generations[i]:
+                generations[i] = info.generation
+                batch.changed(info.name)
+
+
+class LoneBatches:
+    """The batches kept for lone pods, by signature (module doc)."""
+
+    __slots__ = ("_kept", "_seen", "batched", "built")
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[Hashable, _Kept] = OrderedDict()
+        self._seen: OrderedDict[Hashable, None] = OrderedDict()
+        self.batched = 0  # pods answered from a batch (tests and profiling read these two)
+        self.built = 0  # batches built
+
+    def schedule(self, runner: ProfileRunner, pod: PodView, snapshot: Snapshot) -> ScheduleResult:
+        """What `runner.schedule_one(pod, snapshot)` returns, the same way."""
+        key = signature(pod)
+        batch = self._batch_for(key, runner, pod, snapshot) if key is not None else None
+        result = batch.schedule(pod) if batch is not None else None
+        if result is not None:
+            self.batched += 1
+            return result
+        if batch is not None:
+            self._kept.pop(key, None)  # it handed the pod back: the runner answers, fresh
+        return runner.schedule_one(pod, snapshot)
+
+    def _batch_for(
+        self, key: Hashable, runner: ProfileRunner, pod: PodView, snapshot: Snapshot
+    ) -> SignatureBatch | None:
+        kept = self._kept.get(key)
+        if kept is not None and kept.valid_for(runner, snapshot):
+            self._kept.move_to_end(key)
+            if kept.batch is not None:
+                kept.catch_up(kept.batch)
+            return kept.batch
+        if kept is None and key not in self._seen:
+            _remember(self._seen, key, None)
+            return None
+        self._seen.pop(key, None)
+        world = world_of(snapshot)
+        batch = build_batch(runner, pod, snapshot, None)
+        self.built += 1
+        generations = [info.generation for info in snapshot.nodes]
+        _remember(self._kept, key, _Kept(runner, snapshot, world, batch, generations))
+        return batch
+
+    def clear(self) -> None:
+        self._kept.clear()
+        self._seen.clear()
+
+
+def _remember(memory: OrderedDict[Hashable, V], key: Hashable, value: V) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > KEPT:
+        memory.popitem(last=False)
