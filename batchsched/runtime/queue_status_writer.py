@@ -78,7 +78,9 @@ def live_statuses(scheduler: Scheduler) -> dict[str, QueueStatus]:
     the estimated starts its leader published."""
     snapshot = scheduler.cache.snapshot
     pending = [p for p in scheduler.queue.waiting() if snapshot.node_of(p.uid) is None]
-    if not pending:
+    if not any(pod_group_of(p) is not None for p in pending):
+        # No gang waits (a backlog of lone pods): there is nothing to write on any PodGroup,
+        # and ordering thousands of pods for nothing cost 0.24 s per pass at 5000.
         return {}
     tenants = scheduler.tenants
     # One tenant (the default quota file's): one line, and no tenant named in the status.
