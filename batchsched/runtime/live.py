@@ -66,7 +66,7 @@ class PostFilter(Protocol):
 
     def placed(self, key: str) -> None: ...
 
-    def waits_for_victims(self, key: str) -> str: ...
+    def waits_for_victims(self, key: str) -> tuple[bool, str]: ...
 
 
 @dataclass
@@ -139,9 +139,11 @@ class Live:
     def preempting_now(self, key: str) -> bool:
         return self.preempting is not None and key in self.preempting.flights
 
-    def waits_for_victims(self, key: str) -> str:
-        """Why `key`'s cycle waits for its preemption plan's victims, "" when it does not."""
-        return self.preempting.waits_for_victims(key) if self.preempting is not None else ""
+    def waits_for_victims(self, key: str) -> tuple[bool, str]:
+        """Whether `key`'s cycle waits for its preemption plan's victims, and news to tell."""
+        if self.preempting is None:
+            return False, ""
+        return self.preempting.waits_for_victims(key)
 
     @contextlib.contextmanager
     def holds_lifted(self, key: str, priority: int) -> Iterator[None]:

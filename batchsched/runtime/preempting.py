@@ -108,16 +108,21 @@ class Preempting:
     def evictor(self, evictor: Evictor) -> None:
         self.evictions.evictor = evictor
 
-    def waits_for_victims(self, key: str) -> str:
-        """What to tell `key`'s pods when their cycle waits for the plan's victims
-        (`InFlight.gates_cycles`), "" when it does not wait; a preemptor that waited is sent
-        back when the eviction task ends, if it waits no more then."""
+    def waits_for_victims(self, key: str) -> tuple[bool, str]:
+        """Whether `key`'s cycle waits for its plan's victims (`InFlight.gates_cycles`), and
+        what to tell its pods: how far the victims are, when that changed since last told
+        ("" otherwise). A preemptor that waited is sent back when the eviction task ends, if
+        it waits no more then."""
         flight = self.flights.get(key)
         snapshot = self.s.cache.snapshot
         if flight is None or not flight.gates_cycles(snapshot):
-            return ""
+            return False, ""
         flight.deferred = True
-        return f"preemption: {flight.progress(snapshot)}"
+        note = f"preemption: {flight.progress(snapshot)}"
+        if note == flight.told:
+            return True, ""
+        flight.told = note
+        return True, note
 
     # Holds
 

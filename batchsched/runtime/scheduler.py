@@ -186,13 +186,14 @@ class Scheduler:
             live.queue.done(pod.uid)
             return
         key = pod_group_of(pod) or f"pod:{pod.key}"
-        waiting = live.waits_for_victims(key)
-        if waiting:
+        waits, news = live.waits_for_victims(key)
+        if waits:
             # A preemptor is not tried while its plan's evictions are made and its victims
             # terminate (a cycle could only find them there; runtime/preemption_flight.py
             # gates_cycles): parked until the last one goes, told how far they are.
             live.queue.park(queued)
-            self.binding.report_failure(pod, waiting)
+            if news:
+                self.binding.report_failure(pod, news)
             return
         with live.holds_lifted(key, pod.priority):
             cycle = live.queue.scheduling_cycle()
