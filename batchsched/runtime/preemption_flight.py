@@ -41,6 +41,7 @@ class InFlight:
     evicting: bool = False  # an eviction task runs
     deferred: bool = False  # a preemptor's cycle waited for that task: try it when it ends
     told: str = ""  # the progress last told to its pods while their cycles waited
+    asking: bool = False  # an eviction request of the plan is being made (not queued)
     # Victims whose `Preempted` Event was posted: each is announced before its eviction.
     announced: set[str] = field(default_factory=set)
 
@@ -51,8 +52,8 @@ class InFlight:
         one's going sends them back: `Preempting.victim_gone`). Not while an eviction waits
         for a retry or was given up: the preemptor may find room elsewhere then."""
         execution = self.execution
-        if self.evicting:
-            return len(execution.pending()) > 1
+        if self.evicting:  # up to the last eviction's request (not while it waits its turn)
+            return len(execution.pending()) > 1 or not self.asking
         if not execution.started or execution.pending() or execution.given_up:
             return False
         return self.terminated(snapshot) < len(self.plan.victim_pods())
