@@ -18,7 +18,7 @@ sets that cannot possibly free enough, which is safe because plugins only ever a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from batchsched.model.pod import PodView
 from batchsched.model.resources import CPU, EPHEMERAL_STORAGE, MEMORY, NVIDIA_GPU, PODS
@@ -135,6 +135,23 @@ def cluster_covers(short: Mapping[str, int], units: Iterable[Unit]) -> bool:
     return all(v <= 0 for v in left.values())
 
 
+def fewest_covering(short: Mapping[str, int], freed: Callable[[str], Iterable[int]]) -> int | None:
+    """The fewest victims whose freed amounts cover `short`, resource by resource (a bound:
+    the same victims need not cover every resource); None when all of them are too few.
+    `freed(name)` gives each victim's amount of that resource."""
+    needed = 1
+    for name, amount in short.items():
+        got = 0
+        for taken, size in enumerate(sorted(freed(name), reverse=True), 1):
+            got += size
+            if got >= amount:
+                needed = max(needed, taken)
+                break
+        else:
+            return None
+    return needed
+
+
 def node_lower_bound(short: Mapping[str, int], facts: NodeFacts) -> Cost | None:
     """A cost no victim set on this node can beat, or None when even all units are too few.
 
@@ -142,17 +159,9 @@ def node_lower_bound(short: Mapping[str, int], facts: NodeFacts) -> Cost | None:
     count = len(facts.pods)
     if not count:
         return None
-    needed = 1
-    for name, amount in short.items():
-        sizes = sorted(facts.freed[name], reverse=True)
-        got = 0
-        for taken, size in enumerate(sizes, 1):
-            got += size
-            if got >= amount:
-                needed = max(needed, taken)
-                break
-        else:
-            return None
+    needed = fewest_covering(short, lambda name: facts.freed[name])
+    if needed is None:
+        return None
     columns = (facts.priority_sums, facts.pods, facts.gpus, facts.runs)
     if needed == count:
         sums, pods, gpus, runs = (sum(c) for c in columns)

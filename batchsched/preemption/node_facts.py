@@ -29,7 +29,7 @@ from typing import Final
 
 from batchsched.model.pod import PodView
 from batchsched.model.resources import NVIDIA_GPU, PODS
-from batchsched.preemption.cost import Cost, shortfall
+from batchsched.preemption.cost import Cost, fewest_covering, shortfall
 from batchsched.preemption.units import priority_term
 from batchsched.snapshot import NodeInfo, Snapshot
 
@@ -144,17 +144,7 @@ def build_lone_facts(
 
 
 def _needed(pods: list[PodView], short: Mapping[str, int]) -> int | None:
-    """The fewest pods whose requests cover `short`, resource by resource (a bound: the
-    same pods need not cover every resource); None when all of them are too few."""
-    needed = 1
-    for name, amount in short.items():
-        sizes = sorted((1 if name == PODS else p.requests.get(name) for p in pods), reverse=True)
-        got = 0
-        for taken, size in enumerate(sizes, 1):
-            got += size
-            if got >= amount:
-                needed = max(needed, taken)
-                break
-        else:
-            return None
-    return needed
+    """The fewest pods whose requests cover `short` (`fewest_covering`)."""
+    return fewest_covering(
+        short, lambda name: (1 if name == PODS else p.requests.get(name) for p in pods)
+    )
