@@ -19,8 +19,8 @@ fragmentation model's memo, shared by all nodes in the same state.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Final, TypeAlias
+from collections.abc import Hashable, Sequence
+from typing import Final, Generic, TypeAlias, TypeVar
 
 from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel, FragReport
@@ -40,6 +40,31 @@ _MAX_TABLE: Final = 50_000
 _MAX_STATES: Final = 200_000
 # One GPU (or a share of one) is as connected as a set gets: SELF on one NUMA node.
 _SINGLE_GPU: Final = GpuChoice((0,), LinkLevel.SELF, 1, 0, 0).quality
+K = TypeVar("K", bound=Hashable)
+
+
+class GenerationTables(Generic[K]):
+    """Raw scores already known, per demand and then per node generation (a node's state):
+    the least recently asked demand is forgotten first, and a table that grew too big is
+    emptied (its old generations are dead weight)."""
+
+    __slots__ = ("_tables",)
+
+    def __init__(self) -> None:
+        self._tables: OrderedDict[K, dict[int, int]] = OrderedDict()
+
+    def table(self, demand: K) -> dict[int, int]:
+        tables = self._tables
+        found = tables.get(demand)
+        if found is None:
+            if len(tables) >= _MAX_DEMANDS:
+                tables.popitem(last=False)
+            found = tables[demand] = {}
+        else:
+            tables.move_to_end(demand)
+            if len(found) > _MAX_TABLE:
+                found.clear()
+        return found
 
 
 class GpuScorer:
@@ -52,7 +77,7 @@ class GpuScorer:
         self.fragmentation = fragmentation
         self._penalty = cpu_pod_penalty_milli * 1000 * _MICRO_UNIT
         self._stranded_weight = stranded_weight
-        self._tables: OrderedDict[Demand, dict[int, int]] = OrderedDict()
+        self._tables = GenerationTables[Demand]()
         # node name -> (generation, sorted free milli, F before)
         self._nodes: dict[str, tuple[int, tuple[int, ...], float]] = {}
         # (demand, topology id, free milli per GPU, cpu left, memory left) -> (topology, raw):
@@ -62,17 +87,7 @@ class GpuScorer:
 
     def table(self, demand: Demand) -> dict[int, int]:
         """The raw scores already known for `demand`, by node generation."""
-        tables = self._tables
-        found = tables.get(demand)
-        if found is None:
-            if len(tables) >= _MAX_DEMANDS:
-                tables.popitem(last=False)
-            found = tables[demand] = {}
-        else:
-            tables.move_to_end(demand)
-            if len(found) > _MAX_TABLE:
-                found.clear()
-        return found
+        return self._tables.table(demand)
 
     def raw(self, demand: Demand, info: NodeInfo) -> int:
         """The raw score; a function of the demand and the node's GPU topology, free milli per

@@ -23,7 +23,6 @@ node, so the next pod with the same demand rescores one node, not a thousand.
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
@@ -32,6 +31,7 @@ from batchsched.framework.interfaces import PreScorePlugin
 from batchsched.framework.profile import Profile, WeightedScorer
 from batchsched.framework.status import OK, Status, unschedulable
 from batchsched.model.pod import PodView
+from batchsched.plugins.gpu_scoring import GenerationTables
 from batchsched.sim.policies import PodDemand, Policy, min_max
 from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.requests import InvalidGpuRequest, gpu_request
@@ -39,8 +39,6 @@ from gpu.topology import MILLI_PER_GPU
 
 GPU_TOPOLOGY: Final = "GpuTopology"
 NO_GPUS: Final = "node(s) had no GPUs the policy could give the pod"
-_MAX_DEMANDS: Final = 512
-_MAX_TABLE: Final = 50_000
 _DIGIT: Final = 101  # a score's 0..100
 
 
@@ -66,7 +64,7 @@ class PolicyScore:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self._tables: OrderedDict[PodDemand, dict[int, int]] = OrderedDict()
+        self._tables = GenerationTables[PodDemand]()
         self._pod: PodView | None = None
         self._demand = PodDemand(0, 0)
         self._table: dict[int, int] | None = None
@@ -81,17 +79,7 @@ class PolicyScore:
         return OK
 
     def _table_for(self, demand: PodDemand) -> dict[int, int]:
-        tables = self._tables
-        found = tables.get(demand)
-        if found is None:
-            if len(tables) >= _MAX_DEMANDS:
-                tables.popitem(last=False)
-            found = tables[demand] = {}
-        else:
-            tables.move_to_end(demand)
-            if len(found) > _MAX_TABLE:
-                found.clear()
-        return found
+        return self._tables.table(demand)
 
     def score(self, state: CycleState, pod: PodView, node: NodeInfo) -> int:
         demand = self._demand if pod is self._pod else pod_demand(pod)
