@@ -144,7 +144,19 @@ async def started_an_hour_ago(api: client.ApiClient, name: str) -> None:
 
 
 async def notes(api: client.ApiClient, name: str, reason: str) -> list[str]:
-    return [str(e.get("note")) for e in await events_for(api, NS, name) if e["reason"] == reason]
+    """The notes of this pod's Events with `reason`: the pod there now, not an earlier pod of
+    the same name (another test's Events stay in the namespace)."""
+    try:
+        uid = (await pod(api, NS, name))["metadata"]["uid"]
+    except ApiError as err:
+        if err.status != 404:
+            raise
+        uid = None  # gone: every pod of that name
+    return [
+        str(e.get("note"))
+        for e in await events_for(api, NS, name)
+        if e["reason"] == reason and uid in (None, (e.get("regarding") or {}).get("uid"))
+    ]
 
 
 async def gpu_nodes(api: client.ApiClient, count: int) -> None:
