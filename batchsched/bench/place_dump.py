@@ -67,18 +67,21 @@ def read_yaml(path: Path) -> list[object]:
 
 
 def write_dump(out: TextIO, nodes: int, pods: int, pending: int) -> None:
-    """GPU nodes are the first three quarters; bound pods fill them round-robin."""
+    """A state a cluster could be in: GPU nodes are the first three quarters, one bound
+    Job in eight runs one-GPU pods on them (six or seven of a node's eight GPUs used), the
+    others CPU pods on any node. A Job's eight pods share its namespace (owner references never
+    cross one). The pending pods ask for 2 GPUs (they fit where two are free) or 4 (none fit)."""
     gpu_nodes = max(1, nodes * 3 // 4)
     out.write("apiVersion: v1\nkind: List\nitems:\n")
     for i in range(nodes):
         out.write(_node(i, gpu=i < gpu_nodes))
     for i in range(pods):
         if i < pods - pending:
-            gpu = i % 4 != 0
-            node = i % gpu_nodes if gpu else gpu_nodes + i % max(1, nodes - gpu_nodes)
-            out.write(_pod(i, f"node-{node}" if node < nodes else "", gpu))
+            gpus = 1 if i // 8 % 8 == 0 else 0  # one Job in eight, one GPU per pod
+            node = (i // 64 * 8 + i % 8) % gpu_nodes if gpus else i % nodes
+            out.write(_pod(i, f"node-{node}", gpus))
         else:
-            out.write(_pod(i, "", gpu=True))
+            out.write(_pod(i, "", gpus=2 if i // 8 % 2 else 4))
     for i in range(max(1, pods // 100)):
         out.write(_service(i))
         out.write(_deployment(i))
@@ -128,15 +131,15 @@ def _node(i: int, gpu: bool) -> str:
 """
 
 
-def _pod(i: int, node: str, gpu: bool) -> str:
+def _pod(i: int, node: str, gpus: int) -> str:
     job = f"job-{i // 8}"
     bound = f"    nodeName: {node}\n" if node else ""
     phase = "Running" if node else "Pending"
-    gpus = '          nvidia.com/gpu: "2"\n' if gpu else ""
+    gpu_request = f'          nvidia.com/gpu: "{gpus}"\n' if gpus else ""
     toleration = (
         "    tolerations:\n    - effect: NoSchedule\n"
         "      key: nvidia.com/gpu\n      operator: Exists\n"
-        if gpu
+        if gpus
         else ""
     )
     return f"""- apiVersion: v1
@@ -147,7 +150,7 @@ def _pod(i: int, node: str, gpu: bool) -> str:
       app: train
       job-name: {job}
     name: {job}-{i % 8}
-    namespace: team-{i % 16}
+    namespace: team-{i // 8 % 16}
     ownerReferences:
     - apiVersion: batch/v1
       controller: true
@@ -164,8 +167,8 @@ def _pod(i: int, node: str, gpu: bool) -> str:
         requests:
           cpu: "4"
           memory: 16Gi
-{gpus}{bound}    restartPolicy: Never
-    schedulerName: {"gpu-scheduler" if gpu else "default-scheduler"}
+{gpu_request}{bound}    restartPolicy: Never
+    schedulerName: {"gpu-scheduler" if gpus else "default-scheduler"}
 {toleration}  status:
     phase: {phase}
     qosClass: Burstable
