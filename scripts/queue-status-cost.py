@@ -21,7 +21,7 @@ from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.queue_status import QueueStatus
 from batchsched.runtime.queue_status_writer import live_statuses, plan_writes
 from batchsched.runtime.scheduler import Scheduler
-from batchsched.runtime.tenants import TenantLayer
+from batchsched.tenants import TenantLayer
 from queues.config import policy_from_mapping
 from tests.builders import make_node, make_pod
 from tests.runtime.test_handlers import Recorded

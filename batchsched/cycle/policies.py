@@ -1,7 +1,7 @@
 """The cycle's handle and the policies it asks, each a narrow interface.
 
 The live runtime implements them over watch-fed state (runtime/backfill_waits.py,
-runtime/tenants.py); a driver without tenant queues or backfill passes None. Every method
+batchsched/tenants.py); a driver without tenant queues or backfill passes None. Every method
 is a question: none of them writes anything, posts anything or waits.
 """
 

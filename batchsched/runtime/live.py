@@ -26,7 +26,7 @@ from batchsched.model.pod import PodView
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
-from batchsched.runtime.tenants import TenantLayer
+from batchsched.tenants import TenantLayer
 
 logger = logging.getLogger(__name__)
 

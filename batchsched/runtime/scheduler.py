@@ -39,8 +39,8 @@ from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.live import CycleCounts, Live, PostFilter, Recorder, StatusWriter
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
-from batchsched.runtime.tenants import TenantLayer
 from batchsched.runtime.workloads import LiveHandle, workload_of
+from batchsched.tenants import TenantLayer
 
 __all__ = ["CycleCounts", "Recorder", "Scheduler", "StatusWriter"]
 

@@ -25,7 +25,7 @@ from batchsched.metrics import SchedulerMetrics
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
 from batchsched.runtime.scheduler import Scheduler
-from batchsched.runtime.tenants import TenantLayer
+from batchsched.tenants import TenantLayer
 from queues.model import QuotaPolicy
 
 logger = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
 """`batchsched place --quota`: the live scheduler's tenant layer over a cluster dump.
 
-The tenant layer is the runtime's (runtime/tenants.py); here it is fed the dump instead of a
-cache: `place_pending` attaches it to its snapshot and counts the bound pods of our profiles
-and each placement it makes. A PodGroup's queue (Volcano's spec.queue) names the tenant of its
-pods, as in the live scheduler.
+The tenant layer is the live scheduler's (batchsched/tenants.py); here it is fed the dump
+instead of a cache: `place_pending` attaches it to its snapshot and counts the bound pods of
+our profiles and each placement it makes. A PodGroup's queue (Volcano's spec.queue) names
+the tenant of its pods, as in the live scheduler.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from batchsched.cluster_file import ClusterState
 from batchsched.framework.profile import Profile
 from batchsched.gang.podgroup import pod_group_of
 from batchsched.model.pod import PodView
-from batchsched.runtime.tenants import TenantLayer
+from batchsched.tenants import TenantLayer
 from queues.model import QuotaPolicy
 
 

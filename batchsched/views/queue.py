@@ -30,7 +30,7 @@ from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.model.pod import PodView
 from batchsched.plugins.gang_sort import attach_group_ages
 from batchsched.runtime.queue_status import queue_order
-from batchsched.runtime.tenants import UNMATCHED, TenantLayer
+from batchsched.tenants import UNMATCHED, TenantLayer
 from batchsched.views.state import LiveState, groups_by_key, pending_pods, snapshot_of
 from batchsched.whatif_estimates import estimate_starts
 from queues.demand import gang_demand, gpus

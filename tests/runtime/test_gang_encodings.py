@@ -10,7 +10,7 @@ from batchsched.gang.podgroup import parse_pod_group
 from batchsched.model.gang_ref import GangApi
 from batchsched.model.pod import PodView
 from batchsched.runtime.gangs import GangTracker
-from batchsched.runtime.tenants import TenantLayer
+from batchsched.tenants import TenantLayer
 from queues.model import QuotaPolicy, Tenant
 from tests.builders import make_pod
 

@@ -42,8 +42,8 @@ from batchsched.runtime.preemption_notes import PREEMPTION_ANNOTATION, NotePubli
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
 from batchsched.runtime.scheduler import Scheduler
-from batchsched.runtime.tenants import TenantLayer
 from batchsched.snapshot import Snapshot
+from batchsched.tenants import TenantLayer
 from queues.model import GPU, QuotaPolicy, Tenant
 from tests.builders import make_node, make_pod
 from tests.runtime.test_handlers import Binds, Recorded

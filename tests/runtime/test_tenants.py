@@ -15,7 +15,7 @@ from batchsched.clock import FakeClock
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
-from batchsched.runtime.tenants import TenantLayer
+from batchsched.tenants import TenantLayer
 from gpu.requests import GPU_MILLI_ANNOTATION
 from queues.demand import PRODUCT_LABEL
 from queues.model import GPU, QuotaPolicy, Tenant, flavor_key

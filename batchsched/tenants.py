@@ -1,11 +1,13 @@
-"""The live scheduler's tenant layer: which tenant a pod belongs to, what each tenant uses,
-whether a gang may start under its tenant's quota, and which tenant's pod goes next.
+"""The tenant layer: which tenant a pod belongs to, what each tenant uses, whether a gang may
+start under its tenant's quota, and which tenant's pod goes next.
 
-Usage is fed by the cache (`counted` / `uncounted`): every pod of ours the cache counts
-(bound, binding, or reserved while its gang waits) uses its tenant's quota. The decisions are
-the pure ones in `queues/`; this module only keeps their inputs current. A quota reload
-replaces the policy and recounts every pod under it (tenants may have changed); decayed
-history restarts then, which only forgives the past early.
+The live scheduler, `batchsched place --quota` and `batchsched simulate --quota` drive this
+one class, each on its own clock (so it sits under the drivers: docs/architecture.md). In the
+live scheduler usage is fed by the cache (`counted` / `uncounted`): every pod of ours the
+cache counts (bound, binding, or reserved while its gang waits) uses its tenant's quota. The
+decisions are the pure ones in `queues/`; this module only keeps their inputs current. A
+quota reload replaces the policy and recounts every pod under it (tenants may have changed);
+decayed history restarts then, which only forgives the past early.
 """
 
 from __future__ import annotations
