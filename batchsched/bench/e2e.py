@@ -32,6 +32,7 @@ from batchsched.bench.harness import (
     add_harness_arguments,
     add_modes_argument,
     add_profile_argument,
+    add_rounds_argument,
     compare,
     run_bench,
     running,
@@ -44,6 +45,7 @@ SCHEDULERS = ("batchsched", "kube-scheduler")
 
 async def measure(args: argparse.Namespace, stamp: str, run: UnderTest) -> list[Measurement]:
     """The scheduler in each mode of `--modes`, in turn (a fresh process for each)."""
+    stamp = f"{stamp}-r{run.round}" if args.rounds > 1 else stamp
     return [await measure_mode(args, f"{stamp}-{mode}", run, mode) for mode in args.modes]
 
 
@@ -71,8 +73,11 @@ async def measure_mode(
                     api, namespace, args.pods, create, args.timeout, meter=run.cpu_meter()
                 )
                 # Read while it runs: backlog mode reads it below, before the stop.
-                return await _finished(scheduler, measurement(scheduler.name, args.pods, phase))
-        return await _finished(scheduler, measurement(scheduler.name, args.pods, phase, mode))
+                result = measurement(scheduler.name, args.pods, phase, STREAM, run.round)
+                return await _finished(scheduler, result)
+        return await _finished(
+            scheduler, measurement(scheduler.name, args.pods, phase, mode, run.round)
+        )
     finally:
         await scheduler.stop()  # a no-op when stopped already
         await delete_pods(api, namespace)
@@ -88,7 +93,9 @@ async def _finished(scheduler: SchedulerProcess, result: Measurement) -> Measure
     return result
 
 
-def measurement(scheduler: str, pods: int, phase: Phase, mode: str = STREAM) -> Measurement:
+def measurement(
+    scheduler: str, pods: int, phase: Phase, mode: str = STREAM, round_: int = 1
+) -> Measurement:
     create_seconds = phase.create_seconds
     return Measurement(
         mode=mode,
@@ -103,6 +110,7 @@ def measurement(scheduler: str, pods: int, phase: Phase, mode: str = STREAM) -> 
         latency_p99_ms=phase.latency_ms(99),
         cpu_seconds=phase.cpu_seconds,
         bench_watch_reconnects=phase.watch.reconnects,
+        round=round_,
     )
 
 
@@ -113,7 +121,9 @@ async def bench(args: argparse.Namespace, run_dir: Path) -> Report:
     names = scheduler_order(SCHEDULERS, args.only)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     each = functools.partial(measure, args, stamp)
-    machine, results = await compare(args, run_dir, names, set_up, each, args.profile_batchsched)
+    machine, results = await compare(
+        args, run_dir, names, set_up, each, args.profile_batchsched, args.rounds
+    )
     shape = (args.nodes, args.pods, args.concurrency)
     code = 0 if all(r.bound == r.pods for r in results) else EXIT_UNBOUND
     return Report(render(machine, results, *shape), to_json(machine, results, *shape), code)
@@ -132,4 +142,5 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_modes_argument(parser)
     add_harness_arguments(parser, SCHEDULERS, "seconds from the first create until all bound")
     add_profile_argument(parser)
+    add_rounds_argument(parser)
     parser.set_defaults(run=run)

@@ -83,6 +83,7 @@ class UnderTest:
     api: ApiClient
     plane: ControlPlane
     scheduler: SchedulerProcess
+    round: int = 1  # which of `--rounds`, from 1
 
     def cpu_meter(self) -> CpuMeter:
         return cpu_meter(self.plane, self.scheduler)
@@ -95,9 +96,12 @@ async def compare(
     set_up: Callable[[ApiClient], Awaitable[None]],
     measure: Callable[[UnderTest], Awaitable[list[R]]],
     profile: Path | None = None,
+    rounds: int = 1,
 ) -> tuple[Machine, list[R]]:
     """Each scheduler of `names` measured in turn on one control plane, after `set_up` made
-    the bench's objects; `profile`: batchsched under cProfile."""
+    the bench's objects; `profile`: batchsched under cProfile. With several `rounds` the
+    order alternates (the second round starts with the last scheduler), so neither always
+    runs on the warmer or the more crowded API server."""
     async with control_plane_for(args.kubeconfig, run_dir, keep=args.keep) as plane:
         # Built first, so a scheduler that cannot run fails the bench before any work.
         schedulers = [make_scheduler(n, plane, run_dir, profile) for n in names]
@@ -110,11 +114,17 @@ async def compare(
             await install_crds(api)
             await set_up(api)
             results: list[R] = []
-            for scheduler in schedulers:
-                results += await measure(UnderTest(api, plane, scheduler))
+            for number in range(1, rounds + 1):
+                for scheduler in round_order(schedulers, number):
+                    results += await measure(UnderTest(api, plane, scheduler, number))
             if not plane.owned and not args.keep:
                 await delete_bench_nodes(api)
     return machine, results
+
+
+def round_order(schedulers: Sequence[R], number: int) -> list[R]:
+    """Round `number` (from 1) runs the schedulers in order, the next one in reverse."""
+    return list(schedulers) if number % 2 else list(schedulers)[::-1]
 
 
 def scheduler_order(
@@ -169,6 +179,23 @@ def add_harness_arguments(
     parser.add_argument("--only", choices=schedulers, help="run one scheduler")
     parser.add_argument("--keep", action="store_true", help="leave the control plane and Nodes")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the figures as JSON too")
+
+
+def add_rounds_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rounds",
+        type=_positive,
+        default=1,
+        help="measure every scheduler this many times, alternating which goes first; the "
+        "report gives each round and the spread of the ratios",
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"at least 1, not {value}")
+    return value
 
 
 def add_profile_argument(parser: argparse.ArgumentParser) -> None:
