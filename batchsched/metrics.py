@@ -154,6 +154,13 @@ class SchedulerMetrics:
             "Gangs found bound below minMember past their timeout (reported, never deleted).",
             registry=reg,
         )
+        self.events_dropped = Counter(
+            "batchsched_events_dropped_total",
+            "Events not posted because too many were waiting to be sent (or were still "
+            "waiting at shutdown), by the Event's reason.",
+            ["reason"],
+            registry=reg,
+        )
         self.writes_fenced = Counter(
             "batchsched_writes_fenced_total",
             "API writes refused inside the process because this replica did not hold the Lease.",

@@ -2,7 +2,8 @@
 
 A binding task runs PreBind/Bind/PostBind (bounded concurrency); on failure it unreserves
 and forgets the pod and requeues it with backoff, on success it confirms the assumed pod and
-posts `Scheduled`. The attempt is observed when its binding ends, as kube-scheduler does.
+hands its `Scheduled` Event to the background senders (runtime/event_sender.py). The attempt
+is observed when its binding ends, as kube-scheduler does.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ class Binding:
             live.counts.bound += 1
             for plugin in runner.profile.post_bind:
                 plugin.post_bind(result.state, pod, node)
-            await live.events.record(
+            # In the background (runtime/event_sender.py): the binding is done, and a slow
+            # Event must not hold a task (and a connection) per pod.
+            live.record(
                 pod, "Normal", "Scheduled", "Binding", f"Successfully assigned {pod.key} to {node}"
             )
             return
@@ -83,7 +86,7 @@ class Binding:
     async def _report_failure(self, pod: PodView, message: str, event: bool) -> None:
         await self.live.status.mark_unschedulable(pod, message)
         if event:
-            await self.live.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
+            self.live.record(pod, "Warning", "FailedScheduling", "Scheduling", message)
 
 
 async def _run_bind_plugins(profile: Profile, state: CycleState, pod: PodView, node: str) -> Status:

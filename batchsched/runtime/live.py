@@ -23,6 +23,7 @@ from batchsched.gang.podgroup import PodGroupView
 from batchsched.kube.binder import ObjectRef
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
+from batchsched.runtime.event_sender import EventSender
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.reservations import LiveBackfill
@@ -118,6 +119,12 @@ class Live:
     tenants: TenantLayer | None = None  # tenant queues (runtime/tenant_wiring.py)
     backfill: LiveBackfill | None = None
     preempting: PostFilter | None = None
+    # Events not awaited by their caller go through a bounded buffer and a few senders.
+    sender: EventSender = field(init=False)
+
+    def __post_init__(self) -> None:
+        dropped = self.metrics.events_dropped
+        self.sender = EventSender(self.events, on_drop=lambda r: dropped.labels(reason=r).inc())
 
     def runner_for(self, pod: PodView) -> ProfileRunner:
         return self.runners[pod.scheduler_name]
@@ -128,8 +135,8 @@ class Live:
     def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
     ) -> None:
-        """Post an Event in the background."""
-        self.spawn(self.events.record(regarding, type_, reason, action, note))
+        """Post an Event in the background; dropped (logged, counted) when too many wait."""
+        self.sender.send(regarding, type_, reason, action, note)
 
     def observe(self, result: str, runner: ProfileRunner, seconds: float) -> None:
         profile = runner.profile.scheduler_name

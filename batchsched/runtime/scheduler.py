@@ -247,8 +247,10 @@ class Scheduler:
         self._holding = holding
 
     async def drain(self) -> None:
-        """Wait for binding and reporting tasks in flight (used on shutdown and in tests)."""
+        """Wait for binding and reporting tasks in flight, then for the Events they left
+        buffered (used on shutdown and in tests)."""
         await self.live.tasks.drain()
+        await self.live.sender.drain()
 
     def expire_assumed(self) -> int:
         """Drop assumed pods whose binding was never confirmed by a watch event in time."""
