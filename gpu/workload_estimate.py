@@ -1,0 +1,99 @@
+"""The workload the cluster is actually running, estimated online from the pods that arrive.
+
+FGD's fragmentation is measured against a target workload (gpu/workload.py). A fixed target
+(the openb mix) knows nothing of the pods a given cluster sees: above all not that some of
+them may run only on some GPU models. A node of a scarce, in-demand model then looks no more
+valuable than any other, and pods that could run anywhere fill it while the pods that can run
+only there wait. Estimated from the arriving pods, the target carries their model sets, so the
+fragmentation of such a node counts the restricted pods it could serve, and placing an
+unrestricted pod there costs what it takes from them.
+
+The estimate is a count per shape, each pod's weight halving every `half_life` pods after it
+(a cluster's mix drifts; an iid trace loses little by it), seeded with a prior workload worth
+`prior_pods` pods that fades the same way, so the first pods do not swing the target. The
+target itself is re-estimated only every `refresh_pods` pods and adopted only when it moved
+(total variation distance above `tolerance`), since every change of target invalidates the
+scorer's caches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gpu.workload import DEFAULT_COVERAGE, PodShape, Workload, typical_workload
+
+__all__ = ["EstimateSettings", "WorkloadEstimate", "variation_distance"]
+
+# Counts are kept multiplied by a growing scale (so old pods need no decaying one by one);
+# past this the counts and the scale are divided back down.
+_RESCALE_AT: Final = 1e100
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateSettings:
+    half_life: float = 20_000.0  # pods; an observation's weight halves after this many more
+    prior_pods: float = 500.0  # how many pods the prior workload is worth at the start
+    refresh_pods: int = 250  # re-estimate the target after this many new pods
+    tolerance: float = 0.02  # adopt a new target only if it moved more than this (TV distance)
+    coverage: float = DEFAULT_COVERAGE
+
+    def __post_init__(self) -> None:
+        if self.half_life <= 0 or self.prior_pods < 0 or self.refresh_pods < 1:
+            raise ValueError("half_life > 0, prior_pods >= 0 and refresh_pods >= 1 are required")
+        if not 0 <= self.tolerance < 1 or not 0 < self.coverage <= 1:
+            raise ValueError("tolerance is in [0, 1) and coverage in (0, 1]")
+
+
+def variation_distance(a: Workload, b: Workload) -> float:
+    """Total variation distance between two workloads' shape distributions (0 same, 1 disjoint)."""
+    weights = dict(a.shapes)
+    for shape, p in b.shapes:
+        weights[shape] = weights.get(shape, 0.0) - p
+    return 0.5 * sum(abs(w) for w in weights.values())
+
+
+class WorkloadEstimate:
+    """Decayed counts of the shapes seen, and the target workload adopted from them."""
+
+    __slots__ = ("_counts", "_growth", "_scale", "_since", "current", "settings", "version")
+
+    def __init__(self, prior: Workload, settings: EstimateSettings | None = None) -> None:
+        self.settings = settings or EstimateSettings()
+        self._growth = 2.0 ** (1.0 / self.settings.half_life)
+        self._scale = 1.0
+        self._counts: dict[PodShape, float] = {
+            shape: p * self.settings.prior_pods for shape, p in prior.shapes
+        }
+        self._since = 0
+        self.current = prior  # the target in use
+        self.version = 0  # bumped whenever `current` changes
+
+    def observe(self, shape: PodShape) -> bool:
+        """Count one arriving pod; True when the target in use changed."""
+        counts = self._counts
+        counts[shape] = counts.get(shape, 0.0) + self._scale
+        self._scale *= self._growth
+        if self._scale > _RESCALE_AT:
+            factor = 1.0 / self._scale
+            for key in counts:
+                counts[key] *= factor
+            self._scale = 1.0
+        self._since += 1
+        if self._since < self.settings.refresh_pods:
+            return False
+        self._since = 0
+        return self.refresh()
+
+    def estimate(self) -> Workload:
+        """The typical pods of the counts as they stand (not necessarily the target in use)."""
+        return typical_workload(self._counts.items(), self.settings.coverage)
+
+    def refresh(self) -> bool:
+        """Re-estimate now; adopt the estimate if it moved beyond the tolerance."""
+        fresh = self.estimate()
+        if not fresh.shapes or variation_distance(fresh, self.current) <= self.settings.tolerance:
+            return False
+        self.current = fresh
+        self.version += 1
+        return True
