@@ -216,7 +216,8 @@ class Preempting:
             )
             if asked is None:
                 self._start(key, pods, group, plan, budgets)
-            message = asked or f"preemption: {plan.describe()}"
+            started = self.flights.get(key)
+            message = asked or (started.told if started else f"preemption: {plan.describe()}")
         if old is not None and key not in self.flights:
             self._clear_nominations(old)  # no new plan nominates it
         return message
@@ -263,6 +264,10 @@ class Preempting:
             Execution(eviction_order(victims, budgets), now + self.hold_timeout_s),
         )
         self.flights[key] = flight
+        # What its pods are told by this cycle: a waiting cycle tells them again only when
+        # a victim went since (`waits_for_victims`), not the same "0 of N" one more time, an
+        # Event and a status write per preemptor that said nothing new.
+        flight.told = f"preemption: {flight.progress(s.cache.snapshot)}"
         for pod in pods:
             self._by_pod[pod.uid] = key
         flight.hold(s.cache.snapshot)

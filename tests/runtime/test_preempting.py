@@ -761,6 +761,27 @@ async def test_a_preemptor_is_not_tried_while_its_evictions_are_made_and_its_vic
     assert w.bound("p") == "n1"
 
 
+async def test_a_preemptor_waiting_for_its_victims_is_told_again_only_when_one_went() -> None:
+    # Its first cycle said "0 of 2 terminated" with the plan; a waiting cycle before any
+    # victim went would post the same news again (an Event and a status write per preemptor).
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+    w.retry()  # waits: nothing went yet
+    await w.scheduler.drain()
+    assert len(w.notes("p", "FailedScheduling")) == 1
+    assert len([key for key, _ in w.recorded.unschedulable if key == "default/p"]) == 1
+    assert w.told("p").endswith("0 of 2 terminated")  # said with the plan
+
+    w.pods.on_delete(victims[0])
+    w.retry()  # one went: that is news
+    await w.scheduler.drain()
+    assert w.notes("p", "FailedScheduling")[-1].endswith(", 1 of 2 terminated")
+    assert len(w.notes("p", "FailedScheduling")) == 2
+
+
 class WatchedBackfill(LiveBackfill):
     """Records every gang or pod put in the backfill plan."""
 
