@@ -185,6 +185,7 @@ def add_simulate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     sim.add_argument("--inflation", type=float, default=1.3, help="paper: target GPU load (1.3)")
     sim.add_argument("--seed", type=int, default=42, help="sampling and tie-breaking seed (42)")
     sim.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
+    sim.add_argument("--quota", type=Path, help="tenant quota file: quotas, fair share apply")
     sim.add_argument(
         "--policy",
         default="default",
@@ -369,6 +370,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         report=args.report,
         quiet=args.quiet,
         policy=args.policy,
+        quota=args.quota,
     )
     return execute(request, sys.stdout, sys.stderr)
 

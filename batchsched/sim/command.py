@@ -37,6 +37,7 @@ from batchsched.sim.run import (
     target_of,
     target_of_trace,
 )
+from batchsched.sim.tenants import render_tenants
 from batchsched.sim.trace import (
     PodFactory,
     TraceError,
@@ -48,6 +49,7 @@ from batchsched.sim.trace import (
 )
 from batchsched.sim.workload import SimPod, replay_workload
 from gpu.workload import Workload
+from queues.config import load_quota_file
 
 EXIT_BAD_INPUT: Final = 2
 
@@ -67,6 +69,7 @@ class SimulateRequest:
     report: Path | None = None
     quiet: bool = False
     policy: str = DEFAULT_POLICY  # or one of the paper's (sim/policies.py)
+    quota: Path | None = None  # a QuotaConfig file: tenant queues, as `batchsched run --quota`
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,7 @@ def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
         require_report_extra(req)
         check_policy(req.policy)
         profile = choose_profile(req.config)
+        quota = load_quota_file(req.quota) if req.quota is not None else None
         inputs = read_inputs(req, None if req.quiet else _note(err))
         method, pods, target = plan(req, inputs, profile)
         if req.policy != DEFAULT_POLICY:
@@ -200,11 +204,14 @@ def execute(req: SimulateRequest, out: TextIO, err: TextIO) -> int:
         show_progress=not req.quiet,
         # A pod the paper's method cannot place is never retried: nobody asks why.
         record_reasons=method != PAPER,
+        quota=quota,
     )
     wall = time.perf_counter() - start
     description = inputs.description
     if req.policy != DEFAULT_POLICY:
         description += f", policy {req.policy}"
+    if req.quota is not None:
+        description += f", quota {req.quota.name}"
     print(render_summary(outcome, description, wall), file=out)
     write_outputs(req, outcome, description, wall, out)
     return 0
@@ -263,6 +270,10 @@ def render_summary(outcome: Outcome, description: str, wall_s: float) -> str:
             f"GPU allocation at the end: {s['gpu_alloc_pct_end']}%; wait p50 {waits['p50']} s, "
             f"p90 {waits['p90']} s, max {waits['max']} s"
         )
+    tenants = s.get("tenants")
+    if isinstance(tenants, dict):
+        lines.append(f"tenants: {s['pods_held_by_quota']} pods held by their quota at least once")
+        lines += [f"  {line}" for line in render_tenants(tenants)]
     rate = outcome.pods / wall_s if wall_s else 0.0
     lines.append(
         f"speed: {outcome.pods} pods in {wall_s:.2f} s wall ({rate:,.0f} pods/s), "

@@ -21,6 +21,15 @@ run, when the profile also scores every node, a last PreFilter (`SimCandidates`)
 nodes without room for the pod, which changes no decision either. Both are checked against
 full cycles in tests/sim/test_engine.py.
 
+Tenant quotas (`batchsched simulate --quota`, `tenants.py`): the live scheduler's tenant layer
+on the virtual clock. The cycle asks its quota admission, as the live loop's does; each pass
+pops the tenant queues in fair-share order; placements and departures move each tenant's
+usage. A pod its quota refuses waits until some pod departs (usage only grows between
+departures), on any node: whether it fits a freed node does not matter. Known-unfit shapes stay
+a matter of nodes alone: a quota refusal never marks a shape, and a pod of a known-unfit shape
+is first asked its own quota, so a copy in another tenant, or one its tenant's quota now
+refuses, is counted as a quota hold, as its full cycle would have been.
+
 Resource claims: the simulator plays the API's other actors (`claims.py`). A pod's claims made
 from templates appear when it arrives; a placed pod's claims get the allocation Reserve
 assumed and the pod as a consumer (PreBind's write); a departing pod's claims let it go (the
@@ -36,17 +45,19 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Final, Protocol
 
 from batchsched.cycle.cycle import schedule_workload
+from batchsched.cycle.decision import Bind, Reject, Wait, Why
 from batchsched.cycle.policies import SnapshotHandle
 from batchsched.cycle.workload import Workload, pod_key
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.framework.profile import Profile
-from batchsched.framework.runner import ProfileRunner, ScheduleResult
+from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.status import is_ok
 from batchsched.gang.podgroup import LEGACY_POD_GROUP_LABEL, POD_GROUP_LABEL
 from batchsched.model.pod import PodView
 from batchsched.model.resources import NVIDIA_GPU
 from batchsched.sim.candidates import SimCandidates
 from batchsched.sim.claims import add_claims, bind_claims, free_devices, release_claims
+from batchsched.sim.tenants import SimTenants
 from batchsched.sim.workload import SimPod
 from batchsched.snapshot import NodeInfo, Snapshot
 
@@ -75,6 +86,7 @@ class Simulator:
         seed: int = 0,
         progress: Callable[[int], None] | None = None,
         record_reasons: bool = True,
+        tenants: SimTenants | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.profile = profile
@@ -85,6 +97,9 @@ class Simulator:
         cycle_profile = with_candidates(profile) if decisions_only and scores_all else profile
         self.runner = ProfileRunner(cycle_profile, seed)
         self._handle = SnapshotHandle(snapshot, self.runner)
+        self.tenants = tenants
+        if tenants is not None:
+            self._handle.admission = tenants.layer
         self.observer = observer
         self.progress = progress
         # Aggregating kube-scheduler's failure message costs a pass over every node's status:
@@ -99,6 +114,7 @@ class Simulator:
         self._active: list[QueuedPod] = []
         self._unschedulable: dict[str, QueuedPod] = {}
         self._waiting: dict[str, SimPod] = {}
+        self._quota_held: set[str] = set()  # parked uids whose last "no" was their quota's
         self._order = functools.cmp_to_key(self._compare)
 
     @property
@@ -115,6 +131,8 @@ class Simulator:
         handled = 0
         while self._events:
             now = self._events[0][0]
+            if self.tenants is not None:
+                self.tenants.at(now)
             freed: list[NodeInfo] = []
             while self._events and self._events[0][0] == now:
                 _, kind, _, pod = heapq.heappop(self._events)
@@ -148,6 +166,8 @@ class Simulator:
                 return
         self._waiting[pod.pod.uid] = pod
         self._active.append(QueuedPod(pod.pod, now))
+        if self.tenants is not None:
+            self.tenants.arrived(pod.pod)
 
     def _depart(self, pod: SimPod, now: float) -> NodeInfo:
         info = self.snapshot.node_of(pod.pod.uid)
@@ -157,6 +177,8 @@ class Simulator:
             release_claims(self.snapshot.dra, pod.pod)
         if self._unfit:
             self._unfit.clear()  # capacity grew: any shape may fit again
+        if self.tenants is not None:
+            self.tenants.departed(pod.pod)
         self.observer.departed(pod, info, now)
         return info
 
@@ -171,38 +193,63 @@ class Simulator:
             return
         queue = sorted(self._active, key=self._order) if len(self._active) > 1 else self._active
         self._active = []
-        unfit = self._unfit
-        for queued in queue:
-            key = unfit_key(queued.pod) if unfit is not None else None
-            if key is not None and unfit is not None and key in unfit:
-                self.known_unfit += 1
-                self._park(queued, now)
-                continue
-            pod = queued.pod
-            result = schedule_workload(self._handle, Workload(pod_key(pod), (pod,))).results[
-                pod.uid
-            ]
-            self.attempts += 1
-            if key is not None and unfit is not None and result.failure is not None:
-                unfit.add(key)  # no node passed its filters: nothing else failed
-            self._settle(queued, result, now)
+        order = self.tenants.fair_order(queue) if self.tenants is not None else queue
+        for queued in order:
+            self._try(queued, now)
 
-    def _settle(self, queued: QueuedPod, result: ScheduleResult, now: float) -> None:
-        uid = queued.pod.uid
-        pod = self._waiting[uid]
-        if result.placed and result.node_name is not None:
-            del self._waiting[uid]
-            self.last_failure.pop(uid, None)
-            info = self.snapshot.get(result.node_name)
-            assert info is not None
-            if pod.pod.resource_claims:
-                bind_claims(self.snapshot.dra, pod.pod)
-            self.observer.placed(pod, info, now)
-            if pod.runtime is not None:
-                self._push(now + pod.runtime, _DEPART, pod)
+    def _try(self, queued: QueuedPod, now: float) -> None:
+        """One pod's turn: its workload cycle, or the answer a pod of its shape got."""
+        pod = queued.pod
+        unfit = self._unfit
+        key = unfit_key(pod) if unfit is not None else None
+        if key is not None and unfit is not None and key in unfit:
+            self.known_unfit += 1
+            refused = self.tenants.layer.refuses([pod]) if self.tenants is not None else ""
+            if refused:
+                self._hold(queued, f"quota: {refused}", now)
+            else:
+                self._quota_held.discard(pod.uid)
+                self._park(queued, now)
             return
+        decision = schedule_workload(self._handle, Workload(pod_key(pod), (pod,)))
+        self.attempts += 1
+        if isinstance(decision, Bind | Wait) and decision.placed:
+            self._place(queued, decision.placed[0].node, now)
+            return
+        assert isinstance(decision, Reject)
+        if decision.why in (Why.QUOTA, Why.QUOTA_PLACED):
+            self._hold(queued, decision.message, now)
+            return
+        result = decision.results.get(pod.uid)
+        if key is not None and unfit is not None and result and result.failure is not None:
+            unfit.add(key)  # no node passed its filters: nothing else failed
         if self.record_reasons:
-            self.last_failure[uid] = result.message()
+            self.last_failure[pod.uid] = decision.message
+        self._quota_held.discard(pod.uid)
+        self._park(queued, now)
+
+    def _place(self, queued: QueuedPod, node: str, now: float) -> None:
+        uid = queued.pod.uid
+        pod = self._waiting.pop(uid)
+        self.last_failure.pop(uid, None)
+        self._quota_held.discard(uid)
+        info = self.snapshot.get(node)
+        assert info is not None
+        if pod.pod.resource_claims:
+            bind_claims(self.snapshot.dra, pod.pod)
+        if self.tenants is not None:
+            self.tenants.placed(pod.pod, node, now - pod.arrival)
+        self.observer.placed(pod, info, now)
+        if pod.runtime is not None:
+            self._push(now + pod.runtime, _DEPART, pod)
+
+    def _hold(self, queued: QueuedPod, message: str, now: float) -> None:
+        """Its tenant's quota refused it: it waits for a departure, wherever that is."""
+        assert self.tenants is not None
+        self.tenants.refused(queued.pod)
+        self._quota_held.add(queued.pod.uid)
+        if self.record_reasons:
+            self.last_failure[queued.pod.uid] = message
         self._park(queued, now)
 
     def _park(self, queued: QueuedPod, now: float) -> None:
@@ -214,7 +261,8 @@ class Simulator:
         devices = {i.name: free_devices(dra, i.name, i.node.labels) for i in freed}
         for uid, queued in list(self._unschedulable.items()):
             pod = self._waiting[uid]
-            if any(might_fit(pod, info, devices[info.name]) for info in freed):
+            held = uid in self._quota_held  # a departure lowered some tenant's usage
+            if held or any(might_fit(pod, info, devices[info.name]) for info in freed):
                 del self._unschedulable[uid]
                 self._active.append(queued)
 

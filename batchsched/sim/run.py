@@ -22,12 +22,14 @@ from batchsched.sim.engine import Simulator
 from batchsched.sim.metrics import Recorder
 from batchsched.sim.progress import Progress
 from batchsched.sim.sampler import sample_to_target
+from batchsched.sim.tenants import SimTenants
 from batchsched.sim.trace import PodFactory, TracePod, read_nodes
 from batchsched.sim.workload import SimPod, paper_workload, with_claim_gpus, yaml_workload
 from batchsched.snapshot import Snapshot
 from gpu.requests import gpu_request
 from gpu.topology import MILLI_PER_GPU, NodeTopology
 from gpu.workload import MIB, PodShape, Workload, typical_workload
+from queues.model import QuotaPolicy
 
 PAPER: Final = "paper"
 REPLAY: Final = "replay"
@@ -110,6 +112,7 @@ class Outcome:
     simulator: Simulator
     sim_s: float
     pods: int
+    tenants: SimTenants | None = None  # with a quota file
 
     @property
     def gpus(self) -> int:
@@ -146,6 +149,7 @@ class Outcome:
             "wait_s": wait_stats(rec.waits),
             "sim_s": round(self.sim_s, 3),
             "pods_per_s": round(self.pods / self.sim_s, 1) if self.sim_s else None,
+            **(self.tenants.totals() if self.tenants is not None else {}),
         }
 
     def to_json(self) -> dict[str, object]:
@@ -191,8 +195,10 @@ def simulate(
     percentage: int | None = None,
     show_progress: bool = True,
     record_reasons: bool = True,
+    quota: QuotaPolicy | None = None,
 ) -> Outcome:
-    """Replay `pods` on `cluster` through `profile`, one scheduling cycle per pod attempt."""
+    """Replay `pods` on `cluster` through `profile`, one scheduling cycle per pod attempt.
+    `quota`: tenant queues, quota admission and fair share, as the live scheduler's."""
     if percentage is not None:
         profile = dataclasses.replace(profile, percentage_of_nodes_to_score=percentage)
     snapshot = cluster_snapshot(cluster)
@@ -201,14 +207,23 @@ def simulate(
         devices = DeviceGpus(snapshot.dra, snapshot.nodes, cluster.gpu_device_class)
     recorder = Recorder(snapshot, target, devices)
     progress = Progress(len(pods), f"simulate ({method})", enabled=show_progress)
+    tenants = None
+    if quota is not None:
+        tenants = SimTenants(quota, profile.scheduler_name, snapshot, cluster.running)
     simulator = Simulator(
-        snapshot, profile, recorder, seed=seed, progress=progress, record_reasons=record_reasons
+        snapshot,
+        profile,
+        recorder,
+        seed=seed,
+        progress=progress,
+        record_reasons=record_reasons,
+        tenants=tenants,
     )
     start = time.perf_counter()
     simulator.run(pods)
     elapsed = time.perf_counter() - start
     progress.close()
-    return Outcome(method, seed, inflation, recorder, simulator, elapsed, len(pods))
+    return Outcome(method, seed, inflation, recorder, simulator, elapsed, len(pods), tenants)
 
 
 def cluster_snapshot(cluster: Cluster) -> Snapshot:
