@@ -26,13 +26,18 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import add, itemgetter, mul
-from typing import overload
+from itertools import compress
 
+from batchsched.framework.batch_totals import (
+    NodesOf,
+    Scorer,
+    WindowRows,
+    fresh_totals,
+    keep_few,
+    uncount,
+)
 from batchsched.framework.cycle_state import CycleState, MissingState
-from batchsched.framework.interfaces import MAX_NODE_SCORE, MIN_NODE_SCORE, NormalizeScorePlugin
+from batchsched.framework.interfaces import MAX_NODE_SCORE, MIN_NODE_SCORE
 from batchsched.framework.runner import (
     ProfileRunner,
     ScheduleResult,
@@ -108,14 +113,6 @@ BY_VALUE_NORMALIZERS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Scorer:
-    score: ScoreFn
-    weight: int
-    normalizer: NormalizeScorePlugin | None
-    by_value: bool = False
-
-
 class SignatureBatch:
     """One signature's verdicts and raw scores over one candidate list, kept across members."""
 
@@ -128,14 +125,18 @@ class SignatureBatch:
         "_filters",
         "_fits",
         "_fixed",
+        "_log",
         "_normalized",
         "_plain",
         "_position",
         "_raw",
         "_runner",
+        "_seen",
         "_snapshot",
         "_wanted",
         "_whole",
+        "_windows",
+        "kept_picks",
     )
 
     def __init__(
@@ -145,7 +146,7 @@ class SignatureBatch:
         base: CycleState,
         candidates: Sequence[NodeInfo],
         filters: list[FilterFn],
-        scorers: list[_Scorer],
+        scorers: list[Scorer],
     ) -> None:
         self._runner, self._snapshot, self._base = runner, snapshot, base
         self._candidates = list(candidates)
@@ -165,6 +166,10 @@ class SignatureBatch:
         self._fits = [False] * count
         self._feasible: list[int] = []  # positions of feasible candidates, ascending
         self._dirty: set[int] = set(range(count))
+        self._log: list[int] = []  # positions evaluated again since the first evaluation
+        self._windows: dict[int, WindowRows] = {}  # by first position (batch_totals)
+        self._seen: dict[int, list[int]] = {}  # windows computed in full once, by first
+        self.kept_picks = 0  # picks made from a kept window's rows (tests read it)
 
     def changed(self, node_name: str) -> None:
         """A placement (or its undo) touched this node: evaluate it again before the next pick."""
@@ -211,6 +216,7 @@ class SignatureBatch:
 
     def _evaluate(self, pod: PodView, i: int) -> bool:
         info, state = self._candidates[i], self._base
+        self._log.append(i)
         fits = True
         for check in self._filters:
             status = check(state, pod, info)
@@ -221,7 +227,7 @@ class SignatureBatch:
                 break
         if self._fits[i]:
             for k, counts in enumerate(self._counts):
-                _uncount(counts, self._raw[k][i])
+                uncount(counts, self._raw[k][i])
             del self._feasible[bisect_left(self._feasible, i)]
         self._fits[i] = fits
         if not fits:
@@ -262,36 +268,50 @@ class SignatureBatch:
         does); None when a normalized score falls outside 0..100 (the runner reports it)."""
         if len(window) == 1:
             return window[0]
-        # itemgetter and map gather and add in C: this runs once per member over ~500 nodes.
-        gather = itemgetter(*window)
-        totals: Sequence[int] = gather(self._fixed)
-        nodes = _Window(self._candidates, window)
-        for k, scorer in enumerate(self._normalized):
-            if len(self._counts[k]) <= 1 or scorer.normalizer is None:
-                continue
-            raw: tuple[int, ...] = gather(self._raw[k])
-            weight = scorer.weight
-            if scorer.by_value:
-                # Normalize the distinct values only, then look each node's value up.
-                distinct = sorted(set(raw))
-                points = list(distinct)
-                scorer.normalizer.normalize_scores(self._base, pod, nodes[: len(points)], points)
-                if min(points) < MIN_NODE_SCORE or max(points) > MAX_NODE_SCORE:
-                    return None
-                weighted = {v: p * weight for v, p in zip(distinct, points, strict=True)}
-                totals = list(map(add, totals, map(weighted.__getitem__, raw)))
-                continue
-            scores = list(raw)
-            scorer.normalizer.normalize_scores(self._base, pod, nodes, scores)
-            if min(scores) < MIN_NODE_SCORE or max(scores) > MAX_NODE_SCORE:
+        # A scorer with one raw value over every feasible node shifts every total alike.
+        included = tuple(k for k, counts in enumerate(self._counts) if len(counts) > 1)
+        nodes = NodesOf(self._candidates, window)
+        kept = self._kept(window, included)
+        if kept is not None:
+            offsets = kept.best(self._normalized, self._base, pod, nodes)
+            if offsets is None:
                 return None
-            totals = list(map(add, totals, map(mul, scores, repeat(weight))))
+            self.kept_picks += 1
+            if len(offsets) == 1:
+                return window[offsets[0]]
+            return window[offsets[self._runner.rng.randrange(len(offsets))]]  # the runner's draw
+        totals = fresh_totals(
+            window, included, self._fixed, self._raw, self._normalized, self._base, pod, nodes
+        )
+        if totals is None:
+            return None
         best = max(totals)
         if totals.count(best) == 1:
             return window[totals.index(best)]
-        # The best nodes in window order, as _select lists them, and the same draw.
+        # The best nodes in window order, as _select lists them.
         ties = list(compress(window, map(best.__eq__, totals)))
-        return ties[self._runner.rng.randrange(len(ties))]
+        return ties[self._runner.rng.randrange(len(ties))]  # the runner's draw
+
+    def _kept(self, window: list[int], included: tuple[int, ...]) -> WindowRows | None:
+        """The window's rows brought up to date, when every included scorer is by value and
+        the window was seen before (a window seen once is computed in full: it may never come
+        back)."""
+        if not all(self._normalized[k].by_value for k in included):
+            return None
+        start = window[0]
+        kept = self._windows.pop(start, None)
+        if kept is not None and kept.fits(window, included):
+            kept.catch_up(self._log[kept.log_at :], self._fixed, self._raw)
+            kept.log_at = len(self._log)
+        elif self._seen.get(start) == window:
+            kept = WindowRows(window, included, len(self._log), self._fixed, self._raw)
+        else:
+            self._seen[start] = window
+            keep_few(self._seen)
+            return None
+        self._windows[start] = kept  # the most recently used last
+        keep_few(self._windows)
+        return kept
 
     def schedule(self, pod: PodView) -> ScheduleResult | None:
         """schedule_one's result for `pod` from the kept results; None to hand it to the
@@ -331,37 +351,6 @@ class SignatureBatch:
         )
 
 
-class _Window(Sequence[NodeInfo]):
-    """The window's nodes for NormalizeScore, looked up only if a normalizer reads them."""
-
-    __slots__ = ("_nodes", "_positions")
-
-    def __init__(self, nodes: list[NodeInfo], positions: list[int]) -> None:
-        self._nodes, self._positions = nodes, positions
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    @overload
-    def __getitem__(self, index: int) -> NodeInfo: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[NodeInfo]: ...
-
-    def __getitem__(self, index: int | slice) -> NodeInfo | Sequence[NodeInfo]:
-        if isinstance(index, slice):
-            return [self._nodes[p] for p in self._positions[index]]
-        return self._nodes[self._positions[index]]
-
-
-def _uncount(counts: dict[int, int], value: int) -> None:
-    left = counts[value] - 1
-    if left:
-        counts[value] = left
-    else:
-        del counts[value]
-
-
 def build_batch(
     runner: ProfileRunner, pod: PodView, snapshot: Snapshot, within: Within | None
 ) -> SignatureBatch | None:
@@ -386,7 +375,7 @@ def build_batch(
         if any(s.plugin.name not in NODE_LOCAL_PLUGINS for s in scoring):
             return None
         scorers = [
-            _Scorer(s.plugin.score, s.weight, s.normalizer, s.plugin.name in BY_VALUE_NORMALIZERS)
+            Scorer(s.plugin.score, s.weight, s.normalizer, s.plugin.name in BY_VALUE_NORMALIZERS)
             for s in scoring
         ]
         batch = SignatureBatch(

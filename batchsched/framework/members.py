@@ -77,6 +77,11 @@ class GangMembers:
                     other.changed(result.node_name)
         return result
 
+    @property
+    def kept_picks(self) -> int:
+        """Members picked from a batch's kept window rows (framework/batch_totals.py)."""
+        return sum(b.kept_picks for b in self._batches.values() if b is not None)
+
     def _batch_for(self, key: Hashable, pod: PodView) -> SignatureBatch | None:
         if key in self._batches:
             return self._batches[key]

@@ -216,3 +216,22 @@ def test_a_gang_that_fills_the_cluster_fails_the_same_way_batched() -> None:
     assert count == 24
     assert [o[0] for o in plain].count(None) == 6
     assert (batched, batched_mark) == (plain, plain_mark)
+
+
+def test_members_cycling_through_the_same_windows_pick_from_kept_rows_as_the_runner() -> None:
+    # 400 nodes sampled 100 at a time: four windows, each seen again every fourth member; the
+    # nodes already half full and the ones placed on change rows between two visits.
+    profile = dataclasses.replace(PROFILE, percentage_of_nodes_to_score=25)
+    nodes = big_cluster(400)
+    existing = [gpu_member(f"e{i}", 2, 4, None, False).node(f"g{i}") for i in range(0, 400, 9)]
+    pods = [gpu_member(f"m{i}", 1, 1, None, False).view() for i in range(60)]
+    plain, plain_mark, _ = run_members(profile, nodes, existing, pods, "never")
+    snapshot = Snapshot([n.view() for n in nodes], [p.view() for p in existing])
+    runner = ProfileRunner(profile, seed=7)
+    runner.next_start = 3
+    members = GangMembers(runner, snapshot, pods, None, "always")
+    with snapshot.begin_trial():
+        placed = [members.schedule(pod).node_name for pod in pods]
+    assert placed == [node for node, *_ in plain]
+    assert runner.mark() == plain_mark
+    assert members.kept_picks >= 50  # all but the first visit of each window (and its second)
