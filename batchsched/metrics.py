@@ -61,6 +61,13 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.001, 2, 15),
             registry=reg,
         )
+        self.events_dropped = Counter(
+            "batchsched_events_dropped_total",
+            "Events not posted because too many were waiting to be sent (or were still "
+            "waiting at shutdown), by the Event's reason.",
+            ["reason"],
+            registry=reg,
+        )
         self.extension_point_duration = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
@@ -152,13 +159,6 @@ class SchedulerMetrics:
         self.gang_incomplete = Counter(
             "batchsched_gangs_incomplete_total",
             "Gangs found bound below minMember past their timeout (reported, never deleted).",
-            registry=reg,
-        )
-        self.events_dropped = Counter(
-            "batchsched_events_dropped_total",
-            "Events not posted because too many were waiting to be sent (or were still "
-            "waiting at shutdown), by the Event's reason.",
-            ["reason"],
             registry=reg,
         )
         self.writes_fenced = Counter(
