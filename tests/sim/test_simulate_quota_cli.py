@@ -105,3 +105,15 @@ def test_a_bad_quota_file_exits_2_naming_the_file_and_field(
     assert rc == 2 and out == ""
     assert err.startswith("batchsched simulate: ") and "bad-quota.yaml" in err
     assert "tenants[0].max" in err and "Traceback" not in err
+
+
+def test_the_html_report_has_a_table_per_tenant(
+    inputs: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster, pods, quota = inputs
+    args = ["--cluster", str(cluster), "--pods", str(pods), "--quota", str(quota)]
+    rc, _, err = run(capsys, *args, "--report", str(tmp_path / "report"))
+    assert rc == 0, err
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<th>tenants</th><td><table>" in page
+    assert "<th>capped</th><td><table>" in page and "<th>pods_held_by_quota</th><td>2</td>" in page
