@@ -27,9 +27,10 @@ from batchsched.cycle.domains import DomainRefusal, choose_domain
 from batchsched.cycle.policies import Handle, Placed
 from batchsched.cycle.workload import Workload
 from batchsched.framework.lone_batches import LoneBatches
-from batchsched.framework.runner import ProfileRunner, Within
+from batchsched.framework.runner import ProfileRunner, ScheduleResult, Within
 from batchsched.framework.status import Code
 from batchsched.gang.core import GangDecision, Outcome, Reservation, schedule_gang
+from batchsched.model.pod import PodView
 from batchsched.snapshot import Trial
 
 
@@ -53,9 +54,10 @@ def _schedule_pod(handle: Handle, workload: Workload) -> Decision:
     # A handle may keep filter and score results for lone pods of one signature from cycle
     # to cycle (framework/lone_batches.py): the same result as the runner's, for less work.
     lone = getattr(handle, "lone_batches", None)
-    if isinstance(lone, LoneBatches):
+    result = _on_nominated_node(handle, runner, pod)
+    if result is None and isinstance(lone, LoneBatches):
         result = lone.schedule(runner, pod, snapshot)
-    else:
+    elif result is None:
         result = runner.schedule_one(pod, snapshot)
     results = {pod.uid: result}
     node = result.node_name
@@ -69,6 +71,21 @@ def _schedule_pod(handle: Handle, workload: Workload) -> Decision:
             return Reject(held[0], held[1], results)
         return Bind((Reservation(pod, node),), results, starts=tuple(starting))
     return Reject(_why_not(result.status.code), result.message(), results)
+
+
+def _on_nominated_node(
+    handle: Handle, runner: ProfileRunner, pod: PodView
+) -> ScheduleResult | None:
+    """A preemptor whose victims went is tried on its nominated node first, alone (as
+    kube-scheduler's PreferNominatedNode): the room was made there for it, and a pass over
+    every node would only find that one. None when it has none, or does not fit there (the
+    usual pass then decides). A handle without `nominated_node` (the simulators) has none."""
+    nominated = getattr(handle, "nominated_node", None)
+    node = nominated(pod) if callable(nominated) else None
+    if not isinstance(node, str):
+        return None
+    result = runner.schedule_one(pod, handle.snapshot, Within(frozenset((node,))))
+    return result if result.placed else None
 
 
 def _schedule_gang(handle: Handle, workload: Workload) -> Decision:

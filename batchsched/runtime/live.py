@@ -69,6 +69,8 @@ class PostFilter(Protocol):
 
     def waits_for_victims(self, key: str) -> tuple[bool, str]: ...
 
+    def nominated_node(self, pod: PodView) -> str | None: ...
+
 
 @dataclass
 class CycleCounts:

@@ -124,6 +124,13 @@ class Preempting:
         flight.told = note
         return True, note
 
+    def nominated_node(self, pod: PodView) -> str | None:
+        """The node its plan nominated `pod` to, while the plan is in flight: its cycle tries
+        that node first (cycle.py), as kube-scheduler's PreferNominatedNode."""
+        key = self._by_pod.get(pod.uid)
+        flight = self.flights.get(key) if key is not None else None
+        return flight.plan.placements.get(pod.uid) if flight is not None else None
+
     # Holds
 
     @contextlib.contextmanager

@@ -95,3 +95,9 @@ class LiveHandle:
 
     def waiting(self) -> Mapping[str, Sequence[Reservation]]:
         return self._live.gangs.reservations()
+
+    def nominated_node(self, pod: PodView) -> str | None:
+        """The node a lone preemptor's plan made room on, once every victim there went
+        (cycle.py tries it there first); None otherwise."""
+        preempting = self._live.preempting
+        return preempting.nominated_node(pod) if preempting is not None else None

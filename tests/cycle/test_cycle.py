@@ -217,3 +217,33 @@ def test_a_complete_gang_that_does_not_fit_may_preempt() -> None:
     )
     decision = schedule_workload(Handle(gpu_nodes(1)), workload)
     assert isinstance(decision, Reject) and decision.why is Why.UNSCHEDULABLE
+
+
+@dataclass
+class Nominating(Handle):
+    """A handle that knows preemptors' nominated nodes, as the live one does."""
+
+    nominated: dict[str, str] = field(default_factory=dict)
+
+    def nominated_node(self, pod: PodView) -> str | None:
+        return self.nominated.get(pod.uid)
+
+
+def test_a_preemptor_is_placed_on_its_nominated_node_alone_when_it_fits_there() -> None:
+    snap = gpu_nodes(3)  # every node fits; the usual pass picks g1 here
+    work = lone("a", 2)
+    decision = schedule_workload(Nominating(snap, nominated={work.pods[0].uid: "g2"}), work)
+    assert isinstance(decision, Bind)
+    assert [r.node for r in decision.placed] == ["g2"]
+    assert decision.results[work.pods[0].uid].evaluated_nodes == 1  # no pass over the rest
+
+
+def test_a_preemptor_that_no_longer_fits_its_nominated_node_gets_the_usual_pass() -> None:
+    snap = gpu_nodes(3)
+    taken = make_pod("other", "ml").gpus(8).node("g2").view()
+    snap.assume(taken, "g2")
+    work = lone("a", 2)
+    decision = schedule_workload(Nominating(snap, nominated={work.pods[0].uid: "g2"}), work)
+    assert isinstance(decision, Bind)
+    assert [r.node for r in decision.placed] in (["g0"], ["g1"])
+    assert decision.results[work.pods[0].uid].evaluated_nodes == 3

@@ -782,6 +782,24 @@ async def test_a_preemptor_waiting_for_its_victims_is_told_again_only_when_one_w
     assert len(w.notes("p", "FailedScheduling")) == 2
 
 
+async def test_a_preemptor_is_tried_first_on_its_nominated_node_while_its_plan_is_in_flight() -> (
+    None
+):
+    victims = [low("v1", "n1"), low("v2", "n1")]
+    w = world(FixedPlanner(victims, "n1"))
+    full_node(w, victims)
+    p = high("p")
+    w.pods.on_add(p)
+    await w.settle()
+    handle = w.scheduler._handle
+    assert handle.nominated_node(p) == "n1"
+    for victim in victims:
+        w.pods.on_delete(victim)
+    await w.settle()
+    assert w.bound("p") == "n1"
+    assert handle.nominated_node(p) is None  # placed: its plan is no longer in flight
+
+
 class WatchedBackfill(LiveBackfill):
     """Records every gang or pod put in the backfill plan."""
 
