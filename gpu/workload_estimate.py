@@ -18,12 +18,13 @@ scorer's caches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from gpu.workload import DEFAULT_COVERAGE, PodShape, Workload, typical_workload
 
-__all__ = ["EstimateSettings", "WorkloadEstimate", "variation_distance"]
+__all__ = ["EstimateSettings", "WorkloadEstimate", "per_supply", "variation_distance"]
 
 # Counts are kept multiplied by a growing scale (so old pods need no decaying one by one);
 # past this the counts and the scale are divided back down.
@@ -51,6 +52,24 @@ def variation_distance(a: Workload, b: Workload) -> float:
     for shape, p in b.shapes:
         weights[shape] = weights.get(shape, 0.0) - p
     return 0.5 * sum(abs(w) for w in weights.values())
+
+
+def per_supply(workload: Workload, supply: Mapping[str, int]) -> Workload:
+    """`workload` as the nodes of each model meet it: a shape restricted to models holding a
+    share q of the cluster's GPUs arrives at those nodes 1/q times as often as its popularity
+    says (all of its pods land on them), so its weight is divided by q, then all renormalized.
+    `supply` is the GPU count per model; shapes whose models have no GPUs keep their weight."""
+    total = sum(supply.values())
+    if total <= 0:
+        return workload
+    weighted: list[tuple[PodShape, float]] = []
+    for shape, p in workload.shapes:
+        if shape.models is not None and shape.wants_gpu:
+            allowed = sum(supply.get(m, 0) for m in shape.models)
+            if allowed > 0:
+                p *= total / allowed
+        weighted.append((shape, p))
+    return typical_workload(weighted, coverage=1.0)
 
 
 class WorkloadEstimate:

@@ -11,10 +11,15 @@ on the node where GPU fragmentation grows least; pods without GPUs keep off GPU 
   rank-normalized so the order survives the 0..100 scale.
 - Reserve records the chosen GPUs in the snapshot (undo-logged); they are released when the
   runner forgets the pod.
+- PreEnqueue admits every pod and counts each arriving pod once into an online estimate of the
+  workload (gpu/workload_estimate.py); the fragmentation target follows that estimate, so the
+  score sees the GPU models the arriving pods are restricted to. It starts from the configured
+  typical pods (by default the openb mix) as a prior.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import ClassVar, Final
 
@@ -34,11 +39,15 @@ from gpu.placement import best_gpu_set
 from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
 from gpu.topology import LinkLevel
 from gpu.workload import DEFAULT_WORKLOAD, PodShape, Workload, typical_workload
+from gpu.workload_estimate import EstimateSettings, WorkloadEstimate, per_supply
 
 WRONG_MODEL: Final = "node(s) didn't have the requested GPU model"
 NO_WHOLE_GPUS: Final = "node(s) didn't have enough free whole GPUs"
 NO_CONNECTED_SET: Final = "node(s) had no GPU set of the requested connectivity"
 NO_SHARE_ROOM: Final = "node(s) had no GPU with enough free share"
+# Pods already counted into the estimate (PreEnqueue runs again on every update of a pending
+# pod): the most recent uids, enough for any burst of pending pods.
+_SEEN_LIMIT: Final = 100_000
 
 
 class TypicalPod(PluginArgs):
@@ -75,6 +84,13 @@ class GpuTopologyArgs(PluginArgs):
     # What placing a pod without GPUs on a GPU node costs, in milli-GPU of fragmentation;
     # 0 lets such pods go wherever fragmentation grows least.
     cpu_pod_gpu_node_penalty: int = Field(default=1000, ge=0, le=1_000_000)
+    # The fragmentation target learned from the arriving pods: each pod's weight halves after
+    # this many more pods; 0 keeps the typical pods above as a fixed target.
+    workload_half_life: int = Field(default=20_000, ge=0, le=10_000_000)
+    # What the typical pods above are worth, in pods, as the estimate's starting point.
+    workload_prior_pods: int = Field(default=500, ge=0, le=10_000_000)
+    # Weigh each model-restricted pod shape by the cluster's GPUs over those of its models.
+    per_supply: bool = True
 
     @field_validator("typical_pods")
     @classmethod
@@ -88,6 +104,14 @@ class GpuTopologyArgs(PluginArgs):
             return DEFAULT_WORKLOAD
         return typical_workload(((p.shape(), p.weight) for p in self.typical_pods), coverage=1.0)
 
+    def estimate(self) -> WorkloadEstimate | None:
+        if not self.workload_half_life:
+            return None
+        settings = EstimateSettings(
+            half_life=self.workload_half_life, prior_pods=self.workload_prior_pods
+        )
+        return WorkloadEstimate(self.workload(), settings)
+
 
 PRE_FILTER_KEY: Final[StateKey[GpuRequest]] = StateKey("PreFilterGpuTopology")
 PRE_SCORE_KEY: Final[StateKey[tuple[Demand, dict[int, int]]]] = StateKey("PreScoreGpuTopology")
@@ -98,10 +122,13 @@ class GpuTopology:
 
     def __init__(self, args: GpuTopologyArgs | None = None) -> None:
         args = args or GpuTopologyArgs()
-        self.fragmentation = FragmentationModel(args.workload())
-        self._scorer = GpuScorer(
-            self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight
-        )
+        self._args = args
+        self.estimate = args.estimate()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        # GPUs per model in the cluster, and the (node count, GPU node count) it was taken at.
+        self._supply: dict[str, int] = {}
+        self._supply_at = (-1, -1)
+        self._use(args.workload())
         # Named already, so the runner's with_plugin() hands back these same objects.
         self._wrong_model = unresolvable(WRONG_MODEL).with_plugin(self.name)
         self._no_whole = unschedulable(NO_WHOLE_GPUS).with_plugin(self.name)
@@ -114,6 +141,45 @@ class GpuTopology:
         self._score_pod: PodView | None = None
         self._table: dict[int, int] = {}
         self._demand: Demand = (0, 0, 0, 0)
+
+    def _use(self, target: Workload) -> None:
+        """Score against `target` from now on (a fresh scorer: the cached scores were for the
+        old one)."""
+        args = self._args
+        if self._supply and args.per_supply:
+            target = per_supply(target, self._supply)
+        self.fragmentation = FragmentationModel(target)
+        self._scorer = GpuScorer(
+            self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight
+        )
+        self._score_pod = None  # its table belongs to the old scorer
+
+    def _note_supply(self, snapshot: Snapshot) -> None:
+        """Recount the GPUs per model when nodes came or went (a cheap proxy: the counts)."""
+        at = (len(snapshot.nodes), snapshot.gpu_nodes)
+        if at == self._supply_at:
+            return
+        self._supply_at = at
+        supply: dict[str, int] = {}
+        for info in snapshot.nodes:
+            if info.gpu is not None:
+                supply[info.gpu.model] = supply.get(info.gpu.model, 0) + len(info.gpu.capacity)
+        if supply != self._supply:
+            self._supply = supply
+            self._use(self.estimate.current if self.estimate is not None else self._args.workload())
+
+    def pre_enqueue(self, pod: PodView) -> Status:
+        """Admits every pod; counts a pod seen for the first time into the workload estimate."""
+        estimate = self.estimate
+        if estimate is None or pod.uid in self._seen:
+            return OK
+        self._seen[pod.uid] = None
+        if len(self._seen) > _SEEN_LIMIT:
+            self._seen.popitem(last=False)
+        shape = pod_shape(pod)
+        if shape is not None and estimate.observe(shape):
+            self._use(estimate.current)
+        return OK
 
     def pre_filter(
         self, state: CycleState, pod: PodView, snapshot: Snapshot
@@ -155,6 +221,8 @@ class GpuTopology:
             return SKIP  # a cluster without GPUs: every node scores the same
         if not request.wants_gpu and pod.resource_claims:
             return SKIP  # its devices come through DRA claims: DynamicResources scores them
+        if self.estimate is not None and self._args.per_supply:
+            self._note_supply(snapshot)
         requests = pod.requests
         demand = (request.count, request.milli, requests.milli_cpu, requests.memory)
         table = self._scorer.table(demand)
@@ -221,6 +289,19 @@ def nodes_with_room(nodes: Iterable[NodeInfo], request: GpuRequest) -> list[Node
         and (ledger.whole_free >= count if count else ledger.max_free >= milli)
         and (models is None or ledger.model in models)
     ]
+
+
+def pod_shape(pod: PodView) -> PodShape | None:
+    """The pod as the fragmentation measure sees it; None for a malformed GPU request (its
+    PreFilter reports that)."""
+    try:
+        request = gpu_request(pod)
+    except InvalidGpuRequest:
+        return None
+    requests = pod.requests
+    return PodShape(
+        requests.milli_cpu, requests.memory, request.count, request.milli, request.models
+    )
 
 
 def _request_of(state: CycleState, pod: PodView) -> GpuRequest:

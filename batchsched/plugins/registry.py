@@ -86,7 +86,8 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
     # GangSort, not kube's PrioritySort: a gang's members stay together in the queue (for a
     # pod without a gang it orders by priority, then age, like PrioritySort by creation time).
     "queueSort": _enabled("GangSort"),
-    "preEnqueue": _enabled("SchedulingGates"),
+    # GpuTopology admits every pod: it counts the arriving pods into its workload estimate.
+    "preEnqueue": _enabled("SchedulingGates", "GpuTopology"),
     # DynamicResources last at PreFilter and Filter: device allocation is the dearest
     # check, so the cheap ones prune the nodes first (kube's order too). TopologyDomains
     # SKIPs every pod: it is here to carry the cluster's topology levels to the gang cycle.

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from gpu.workload import MIB, PodShape, Workload, typical_workload
-from gpu.workload_estimate import EstimateSettings, WorkloadEstimate, variation_distance
+from gpu.workload_estimate import (
+    EstimateSettings,
+    WorkloadEstimate,
+    per_supply,
+    variation_distance,
+)
 
 ANY_GPU = PodShape(8000, 16384 * MIB, 1)
 T4_ONLY = PodShape(8000, 16384 * MIB, 1, models=frozenset({"T4"}))
@@ -102,6 +107,18 @@ def test_variation_distance_between_workloads() -> None:
     assert variation_distance(PRIOR, only_t4) == pytest.approx(1.0)
     half = typical_workload([(T4_ONLY, 1.0), (ANY_GPU, 1.0)], coverage=1.0)
     assert variation_distance(half, only_t4) == pytest.approx(0.5)
+
+
+def test_a_shape_confined_to_a_quarter_of_the_gpus_weighs_four_times_as_much_there() -> None:
+    half = typical_workload([(T4_ONLY, 1.0), (ANY_GPU, 1.0)], coverage=1.0)
+    found = weights(per_supply(half, {"T4": 2, "A100": 6}))
+    assert found == {T4_ONLY: 0.8, ANY_GPU: 0.2}
+
+
+def test_shapes_without_supply_and_clusters_without_gpus_keep_their_weights() -> None:
+    half = typical_workload([(T4_ONLY, 1.0), (ANY_GPU, 1.0)], coverage=1.0)
+    assert weights(per_supply(half, {"A100": 8})) == weights(half)
+    assert per_supply(half, {}) is half
 
 
 @pytest.mark.parametrize(

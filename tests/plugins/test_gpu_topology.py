@@ -280,3 +280,44 @@ def test_args_take_a_workload_and_reject_a_shape_with_whole_gpus_and_a_share() -
         GpuTopologyArgs.model_validate({"typicalPods": [{"gpus": 1, "gpuMilli": 500}]})
     with pytest.raises(ValidationError):
         GpuTopologyArgs.model_validate({"strandedWeight": -1})
+
+
+def scores_for(plugin: GpuTopology, snap: Snapshot, pod: PodBuilder) -> dict[str, int]:
+    state, view = CycleState(), pod.view()
+    plugin.pre_filter(state, view, snap)
+    assert plugin.pre_score(state, view, snap, snap.nodes) is OK
+    return {info.name: plugin.score(state, view, info) for info in snap.nodes}
+
+
+def test_pods_restricted_to_a_model_keep_unrestricted_pods_off_its_nodes() -> None:
+    # Two nodes alike but for the GPU model. Once the arriving pods show that most GPU pods
+    # can run on V100M16 only, an unrestricted pod costs more there than on G2.
+    plugin = GpuTopology(GpuTopologyArgs(workload_prior_pods=10))
+    snap = snapshot_of([gpu_node("g2", count=2), gpu_node("v100", "V100M16", count=2)])
+    anywhere = make_pod("any").cpu("4").memory("16Gi").gpus(1)
+    before = scores_for(plugin, snap, anywhere)
+    assert before["g2"] == before["v100"]
+    for i in range(300):
+        restricted = make_pod(f"r{i}").cpu("4").memory("16Gi").gpus(1).annotation(MODELS, "V100M16")
+        assert plugin.pre_enqueue(restricted.view()) is OK
+    after = scores_for(plugin, snap, anywhere)
+    assert after["g2"] > after["v100"]
+
+
+def test_a_pod_counts_once_into_the_estimate_however_often_it_is_enqueued() -> None:
+    plugin = GpuTopology(GpuTopologyArgs(workload_prior_pods=0))
+    assert plugin.estimate is not None
+    pod = make_pod("p").cpu("4").gpus(1).view()
+    for _ in range(3):
+        plugin.pre_enqueue(pod)
+    plugin.pre_enqueue(make_pod("q").cpu("2").view())
+    counts = dict(plugin.estimate.estimate().shapes)
+    assert sorted(counts.values()) == pytest.approx([0.5, 0.5], abs=1e-3)
+
+
+def test_a_half_life_of_zero_keeps_the_configured_target() -> None:
+    plugin = GpuTopology(GpuTopologyArgs(workload_half_life=0))
+    target = plugin.fragmentation.workload
+    for i in range(300):
+        assert plugin.pre_enqueue(make_pod(f"r{i}").gpus(1).annotation(MODELS, "T4").view()) is OK
+    assert plugin.estimate is None and plugin.fragmentation.workload is target
