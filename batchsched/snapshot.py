@@ -11,13 +11,12 @@ undo-logged like placements, so a discarded trial gives back exactly the GPUs it
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
 from batchsched.dra.state import DraState
 from batchsched.model.node import NodeView
-from batchsched.model.pod import PodView
+from batchsched.model.pod import PodView, bound_to
 from batchsched.node_info import NodeInfo, ledger_for
 from gpu.ledger import Grants
 from gpu.requests import counted_request
@@ -93,7 +92,7 @@ class Snapshot:
     def assume(self, pod: PodView, node_name: str) -> PodView:
         """Count `pod` on `node_name` at once, as kube-scheduler's assume does; returns it bound."""
         info = self._by_name[node_name]
-        bound = pod if pod.node_name == node_name else dataclasses.replace(pod, node_name=node_name)
+        bound = pod if pod.node_name == node_name else bound_to(pod, node_name)
         self._place(bound, info)
         if self._trial_marks:
             self._log.append((_ADD, bound, info, ()))

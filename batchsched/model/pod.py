@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Final
 
 from batchsched.model.affinity import (
@@ -92,6 +93,19 @@ class PodView:
     @property
     def is_finished(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+
+_FIELDS: Final = tuple(f.name for f in fields(PodView))
+_VALUES: Final = attrgetter(*_FIELDS)
+_NODE_NAME_AT: Final = _FIELDS.index("node_name")
+
+
+def bound_to(pod: PodView, node_name: str) -> PodView:
+    """`dataclasses.replace(pod, node_name=node_name)` at half the cost (no per-field init
+    checks): the snapshot assumes every placed pod, a 1000-pod gang a thousand times."""
+    values = list(_VALUES(pod))
+    values[_NODE_NAME_AT] = node_name
+    return PodView(*values)
 
 
 def normalized_image(name: str) -> str:
