@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from itertools import chain
 
 from batchsched.framework.status import Status
 from batchsched.model.pod import PodView
@@ -20,10 +21,10 @@ class FitError:
 
     def histogram(self) -> Counter[str]:
         """How many nodes gave each reason; a node with several reasons counts for each."""
-        counts: Counter[str] = Counter()
-        for status in self.node_statuses.values():
-            counts.update(status.reasons)
-        return counts
+        # One count over all reasons, not an update per node: a pod that fits nowhere on a
+        # 500-node cluster builds this for every failed cycle (PreemptionBasic: each
+        # preemptor's), and 500 Counter.update calls cost more than the filter verdicts.
+        return Counter(chain.from_iterable(s.reasons for s in self.node_statuses.values()))
 
     def message(self) -> str:
         """E.g. "0/40 nodes are available: 32 Insufficient nvidia.com/gpu, 8 node(s) had
