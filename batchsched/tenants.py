@@ -22,6 +22,7 @@ from batchsched.framework.interfaces import QueuedPod
 from batchsched.gang.podgroup import pod_group_of
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.pod import PodView
+from batchsched.model.resources import Resources
 from batchsched.snapshot import Snapshot
 from queues.config import capacity_warnings
 from queues.demand import (
@@ -33,8 +34,8 @@ from queues.demand import (
     sole_product,
 )
 from queues.fairshare import RankKey, rank_key
-from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy, add, subtract
-from queues.quota import Admission, check_admission
+from queues.model import GPU, MILLI_PER_GPU, QuotaPolicy, add, subtract, total
+from queues.quota import Admission, check_admission, never_refuses
 from queues.usage import UsageLedger
 
 logger = logging.getLogger(__name__)
@@ -42,9 +43,20 @@ logger = logging.getLogger(__name__)
 UNMATCHED = ""  # the queue's tenant for pods that map to no tenant
 
 
+DEMANDS_KEPT = 100_000  # pods whose demand is remembered before the memory starts over
+
+
 @dataclass(frozen=True, slots=True)
 class _Counted:
     tenant: str
+    demand: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Demand:  # a pod's demand and the objects (a bound copy shares them) it came from
+    requests: Resources
+    annotations: Mapping[str, str]
+    product: str | None
     demand: dict[str, int]
 
 
@@ -71,6 +83,11 @@ class TenantLayer:
         self._capacity: dict[str, int] | None = None
         self._capacity_version = 0
         self._warned: set[str] = set()
+        # Per-pod cost (#17): a policy that refuses nothing skips the quota arithmetic.
+        self._lenient = never_refuses(policy)
+        self._demands: dict[str, _Demand] = {}
+        self._last: tuple[tuple[object, ...], Admission] | None = None
+        self._gauges: dict[str, Callable[[float], None]] = {}
         self._publish_quotas()
 
     def attach(self, snapshot: Snapshot) -> None:
@@ -87,13 +104,32 @@ class TenantLayer:
         self.started.setdefault(pod.uid, self.clock.now())
         if tenant is None:
             return
-        demand = pod_demand(pod, self._product(pod.node_name), self._devices(pod))
+        demand = self._demand(pod, self._product(pod.node_name))
         self._counted[pod.uid] = _Counted(tenant, demand)
         self.ledger.add(self.policy, tenant, demand, self.clock.now())
         self.in_use = add(self.in_use, demand)
         self._publish(tenant)
 
+    def recounted(self, old: PodView, new: PodView) -> None:
+        """The watch's newer version of a counted pod (often the confirmation of our own
+        binding): the same as `uncounted(old)` then `counted(new)`, without touching the
+        ledger when the new version counts what the old one did."""
+        entry = self._counted.get(old.uid)
+        if (
+            entry is not None
+            and new.uid == old.uid
+            and self.ours(new)
+            and self._tenant(new) == entry.tenant
+            and self._demand(new, self._product(new.node_name)) == entry.demand
+        ):
+            self._pods[new.uid] = new
+            self.started[new.uid] = self.clock.now()  # as uncounting and counting it would
+            return
+        self.uncounted(old)
+        self.counted(new)
+
     def uncounted(self, pod: PodView) -> None:
+        self._demands.pop(pod.uid, None)
         self._pods.pop(pod.uid, None)
         self.started.pop(pod.uid, None)
         entry = self._counted.pop(pod.uid, None)
@@ -108,6 +144,8 @@ class TenantLayer:
         pods = list(self._pods.values())
         started = dict(self.started)
         self.policy = policy
+        self._lenient = never_refuses(policy)
+        self._demands.clear()  # deviceClasses may map other devices now
         self.ledger = UsageLedger(policy.half_life_s, self.clock.now())
         self._publish_quotas()
         self.in_use = {}
@@ -141,7 +179,7 @@ class TenantLayer:
         tenant = self.tenant_of(queued.pod)
         if tenant == UNMATCHED:
             return ((2, 0.0),)
-        demand = pod_demand(queued.pod, devices=self._devices(queued.pod))
+        demand = self._demand(queued.pod, None)
         return rank_key(self.policy, self.ledger, tenant, demand, self.capacity(), self.clock.now())
 
     def admit_placed(self, placed: Sequence[tuple[PodView, str]]) -> Admission:
@@ -152,6 +190,13 @@ class TenantLayer:
         products = {pod.uid: self._product(node) or "" for pod, node in placed}
         return self.admit([pod for pod, _ in placed], {k: v for k, v in products.items() if v})
 
+    def _unmatched(self, pod: PodView) -> str:
+        label = self.policy.queue_label
+        return (
+            f"pod maps to no tenant (namespace {pod.namespace}, label {label}="
+            f"{pod.labels.get(label, '<none>')}) and the quota file names no defaultTenant"
+        )
+
     def admit(
         self, pods: Sequence[PodView], products: Mapping[str, str] | None = None
     ) -> Admission:
@@ -160,35 +205,38 @@ class TenantLayer:
         first = pods[0]
         tenant = self._tenant(first)
         if tenant is None:
-            label = self.policy.queue_label
-            return Admission(
-                False,
-                f"pod maps to no tenant (namespace {first.namespace}, label {label}="
-                f"{first.labels.get(label, '<none>')}) and the quota file names no "
-                "defaultTenant",
-            )
+            return Admission(False, self._unmatched(first))
         priority = max(p.priority for p in pods)
         capacity = self.capacity()
         sole = sole_product(capacity)  # one GPU model: per-model quota is known before placing
         if products is None and sole is not None:
             products = {p.uid: sole for p in pods}
-        return check_admission(
-            self.policy,
-            self.ledger,
-            tenant,
-            gang_demand(pods, products, {p.uid: self._devices(p) for p in pods}),
-            priority,
-            capacity,
-            self.in_use,
+        products = products or {}
+        demand = total(self._demand(p, products.get(p.uid)) for p in pods)
+        # The same inputs give the same answer: a lone pod is asked before and after placing
+        # (the per-model quota), with nothing counted in between.
+        key = (self.ledger, self.ledger.version, tenant, priority, demand, capacity, self.in_use)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        admission = check_admission(
+            self.policy, self.ledger, tenant, demand, priority, capacity, self.in_use
         )
+        self._last = (key, admission)
+        return admission
 
     # The workload cycle's Admission policy (batchsched/cycle/policies.py).
 
     def refuses(self, pods: Sequence[PodView]) -> str:
+        if self._lenient:  # only a pod of no tenant can be refused
+            return "" if self._tenant(pods[0]) is not None else self._unmatched(pods[0])
         admission = self.admit(pods)
         return "" if admission.admitted else admission.reason
 
     def refuses_placed(self, placed: Sequence[tuple[PodView, str]]) -> str:
+        if self._lenient:
+            if not placed or sole_product(self.capacity()) is not None:
+                return ""  # as admit_placed answers
+            return self.refuses([pod for pod, _ in placed])
         admission = self.admit_placed(placed)
         return "" if admission.admitted else admission.reason
 
@@ -278,6 +326,26 @@ class TenantLayer:
             self._capacity_version = snapshot.dra.version
         return self._capacity
 
+    def _demand(self, pod: PodView, product: str | None) -> dict[str, int]:
+        """`pod_demand`, remembered per pod while its requests, annotations and node's GPU
+        model stay the same objects (not for pods with DRA claims: their devices change)."""
+        devices = self._devices(pod)
+        if devices:
+            return pod_demand(pod, product, devices)
+        known = self._demands.get(pod.uid)
+        if (
+            known is not None
+            and known.requests is pod.requests
+            and known.annotations is pod.annotations
+            and known.product == product
+        ):
+            return known.demand
+        demand = pod_demand(pod, product)
+        if len(self._demands) >= DEMANDS_KEPT:
+            self._demands.clear()
+        self._demands[pod.uid] = _Demand(pod.requests, pod.annotations, product, demand)
+        return demand
+
     def _devices(self, pod: PodView) -> dict[str, int]:
         """What the pod's DRA claims count toward its tenant's quota (deviceClasses)."""
         snapshot = self._snapshot
@@ -299,7 +367,12 @@ class TenantLayer:
             return
         for node in self.policy.path(tenant):
             gpus = self.ledger.current(node.name).get(GPU, 0) / MILLI_PER_GPU
-            self.metrics.tenant_gpus.labels(tenant=node.name).set(gpus)
+            gauge = self._gauges.get(node.name)
+            if gauge is None:
+                gauge = self._gauges[node.name] = self.metrics.tenant_gpus.labels(
+                    tenant=node.name
+                ).set
+            gauge(gpus)
 
     def _publish_quotas(self) -> None:
         """Every tenant's GPU bounds, at start and after each reload (cleared first, so a

@@ -59,6 +59,20 @@ def check_admission(
     return Admission(True, borrowed={r: a for r, a in borrowed.items() if a})
 
 
+def never_refuses(policy: QuotaPolicy) -> bool:
+    """Whether `check_admission` admits every demand of every tenant of `policy` whatever the
+    usage: no priority range, no max, and no guarantee kept from borrowers (`lendIdle: false`)
+    — the single unlimited tenant of a scheduler run without a quota file, for one. The live
+    scheduler then skips the arithmetic on its per-pod path."""
+    return all(
+        tenant.min_priority is None
+        and tenant.max_priority is None
+        and not tenant.max
+        and (tenant.lend_idle or not any(a > 0 for a in tenant.guaranteed.values()))
+        for tenant in policy.tenants.values()
+    )
+
+
 def _priority_reason(tenant: Tenant, priority: int) -> str:
     low = "" if tenant.min_priority is None else str(tenant.min_priority)
     high = "" if tenant.max_priority is None else str(tenant.max_priority)
