@@ -49,7 +49,7 @@ Row = tuple[tuple[int, ...], int]  # the included scorers' raw values, the fixed
 class WindowRows:
     """One window's nodes grouped by row, and per included scorer how many have each value."""
 
-    __slots__ = ("cells", "counts", "included", "log_at", "offsets", "rows", "window")
+    __slots__ = ("cells", "counts", "included", "log_at", "offsets", "rows", "weighted", "window")
 
     def __init__(
         self,
@@ -75,6 +75,9 @@ class WindowRows:
                 members.append(j)
         self.counts = [Counter(column) for column in columns]
         self.offsets = {p: j for j, p in enumerate(window)}
+        # Per included scorer, raw value -> weighted points; None once a scorer's set of
+        # values changed (normalized again at the next pick).
+        self.weighted: list[dict[int, int]] | None = None
 
     def fits(self, window: list[int], included: tuple[int, ...]) -> bool:
         return self.included == included and self.window == window
@@ -82,10 +85,9 @@ class WindowRows:
     def catch_up(self, changed: Sequence[int], fixed: list[int], raw: list[list[int]]) -> None:
         """Move the window's nodes among `changed` (candidate positions evaluated again since)
         to their rows now."""
-        for p in set(changed):
-            j = self.offsets.get(p)
-            if j is None:
-                continue
+        offsets = self.offsets
+        for p in offsets.keys() & changed:
+            j = offsets[p]
             key = tuple(raw[k][p] for k in self.included)
             row, old = (key, fixed[p]), self.rows[j]
             if row == old:
@@ -97,20 +99,27 @@ class WindowRows:
             insort(self.cells.setdefault(row, []), j)
             self.rows[j] = row
             for t, counts in enumerate(self.counts):
-                uncount(counts, old[0][t])
-                counts[key[t]] += 1
+                before, now = old[0][t], key[t]
+                if before != now:
+                    if counts[before] == 1 or now not in counts:
+                        self.weighted = None
+                    uncount(counts, before)
+                    counts[now] += 1
 
     def best(
         self, scorers: Sequence[Scorer], state: CycleState, pod: PodView, nodes: Sequence[NodeInfo]
     ) -> list[int] | None:
         """The window offsets of the highest total, ascending (not to be changed: it may be a
         kept list); None when a normalized score falls outside 0..100."""
-        weighted: list[dict[int, int]] = []
-        for t, k in enumerate(self.included):
-            points = _weigh(scorers[k], self.counts[t], state, pod, nodes)
-            if points is None:
-                return None
-            weighted.append(points)
+        weighted = self.weighted
+        if weighted is None:
+            weighted = []
+            for t, k in enumerate(self.included):
+                points = _weigh(scorers[k], self.counts[t], state, pod, nodes)
+                if points is None:
+                    return None
+                weighted.append(points)
+            self.weighted = weighted
         top: int | None = None
         winners: list[list[int]] = []
         for (key, fixed), members in self.cells.items():
