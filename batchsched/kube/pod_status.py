@@ -3,6 +3,7 @@ nominatedNodeName. Best effort: failures are logged, never raised into the sched
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping
@@ -72,6 +73,10 @@ class PodStatusWriter:
     condition each time the free capacity in its message moved. A newer message asked for
     sooner is kept and written by `flush` once the interval has passed, if the pod still
     waits then (the caller says which pods do).
+
+    A nomination and a condition asked for in the same cycle (a preemptor's plan started)
+    go in one patch, as kube-scheduler writes them: the nomination waits one turn of the
+    loop, and a condition write that starts meanwhile carries it.
     """
 
     def __init__(
@@ -91,6 +96,8 @@ class PodStatusWriter:
         self._deferred: dict[str, tuple[PodView, str]] = {}
         self._nominated: OrderedDict[str, str | None] = OrderedDict()
         self._latest: LatestWins[str | None] = LatestWins()
+        self._nominating: dict[str, str | None] = {}  # nominations not written yet, by uid
+        self._carrying: dict[str, asyncio.Event] = {}  # condition writes with a nomination
 
     async def mark_unschedulable(self, pod: PodView, message: str) -> None:
         uid = pod.uid
@@ -124,7 +131,16 @@ class PodStatusWriter:
         return written
 
     async def set_nominated_node(self, pod: PodView, node_name: str | None) -> None:
-        await self._latest.write(("nominated", pod.uid), node_name, self._nominate, pod)
+        uid = pod.uid
+        self._nominating[uid] = node_name
+        await asyncio.sleep(0)  # the cycle's condition write, spawned after us, may carry it
+        carrying = self._carrying.get(uid)
+        if carrying is not None:
+            await carrying.wait()
+        if uid in self._nominating and self._nominating[uid] == node_name:
+            del self._nominating[uid]
+        # Written unless a condition write carried it (`_nominate` skips a value written).
+        await self._latest.write(("nominated", uid), node_name, self._nominate, pod)
 
     async def _mark(self, pod: PodView, message: str | None) -> None:
         assert message is not None
@@ -142,9 +158,35 @@ class PodStatusWriter:
             # the message changes, the server keeps the one it has.
             condition["lastTransitionTime"] = rfc3339(self._clock.wall())
         # Strategic merge keys conditions by type: the pod's other conditions are untouched.
-        if await self._patch_status(pod, {"conditions": [condition]}, "mark_unschedulable"):
-            remember(self._conditions, pod.uid, message)
-            remember(self._marked_at, pod.uid, self._clock.now())
+        status: dict[str, object] = {"conditions": [condition]}
+        uid = pod.uid
+        carried = self._carry_nomination(uid, status)
+        try:
+            written = await self._patch_status(pod, status, "mark_unschedulable")
+        finally:
+            if carried:
+                self._carrying.pop(uid).set()
+        if written:
+            remember(self._conditions, uid, message)
+            remember(self._marked_at, uid, self._clock.now())
+            if carried:
+                remember(self._nominated, uid, self._carried_node(status))
+
+    def _carry_nomination(self, uid: str, status: dict[str, object]) -> bool:
+        """Put a nomination waiting to be written into this condition write (True if so)."""
+        if uid not in self._nominating or uid in self._carrying:
+            return False
+        node = self._nominating[uid]
+        if uid in self._nominated and self._nominated[uid] == node:
+            return False
+        status["nominatedNodeName"] = node or None
+        self._carrying[uid] = asyncio.Event()
+        return True
+
+    @staticmethod
+    def _carried_node(status: Mapping[str, object]) -> str | None:
+        node = status["nominatedNodeName"]
+        return node if isinstance(node, str) else None
 
     async def _nominate(self, pod: PodView, node_name: str | None) -> None:
         if pod.uid in self._nominated and self._nominated[pod.uid] == node_name:
@@ -159,6 +201,7 @@ class PodStatusWriter:
         self._marked_at.pop(uid, None)
         self._deferred.pop(uid, None)
         self._nominated.pop(uid, None)
+        self._nominating.pop(uid, None)
 
     async def _patch_status(self, pod: PodView, status: Mapping[str, object], what: str) -> bool:
         path = f"{pod_path(pod.namespace, pod.name)}/status"
