@@ -18,6 +18,8 @@ from batchsched.bench.harness_report import (
 
 GPU: Final = "nvidia.com/gpu"
 _LABEL_WIDTH: Final = 29
+# What the bench itself writes during a run (apiserver_request_total "VERB resource").
+BENCH_WRITES: Final = frozenset({"POST pods", "POST podgroups"})
 
 
 @dataclass
@@ -47,6 +49,15 @@ class GangMeasurement:
     def label(self) -> str:
         return f"{self.scheduler} {self.shape}"
 
+    @property
+    def scheduler_writes(self) -> dict[str, int]:
+        """The API writes beyond the bench's own creates: the scheduler's."""
+        return {k: n for k, n in self.api_writes.items() if k not in BENCH_WRITES}
+
+    @property
+    def writes_per_gang(self) -> float:
+        return sum(self.scheduler_writes.values()) / max(1, self.gangs)
+
 
 def ratios(results: list[GangMeasurement]) -> dict[str, float]:
     """Per shape: batchsched's gangs/s over Coscheduling's, when both ran."""
@@ -66,6 +77,23 @@ def row(r: GangMeasurement) -> str:
         f"{r.seconds:8.2f} {r.gangs_per_second:8.1f} {r.pods_per_second:8.1f} "
         f"{r.create_seconds:8.2f} {r.gang_p50_ms:8.0f} {r.gang_p99_ms:8.0f}"
     )
+
+
+def writes_per_gang_lines(results: list[GangMeasurement]) -> list[str]:
+    """The scheduler's writes per gang (the bench's creates left out), by resource: issue
+    #17 asks for at most Coscheduling's + 1."""
+    counted = [r for r in results if r.api_writes]
+    if not counted:
+        return []
+    lines = [
+        "",
+        "API writes per gang by the scheduler (apiserver_request_total, creates left out):",
+    ]
+    for r in counted:
+        gangs = max(1, r.gangs)
+        parts = ", ".join(f"{k} {n / gangs:.2f}" for k, n in r.scheduler_writes.items())
+        lines.append(f"{r.label:<{_LABEL_WIDTH}} {r.writes_per_gang:6.2f} ({parts})")
+    return lines
 
 
 def render(machine: Machine, results: list[GangMeasurement], args: argparse.Namespace) -> str:
@@ -88,6 +116,7 @@ def render(machine: Machine, results: list[GangMeasurement], args: argparse.Name
         "CPU seconds used during each run:",
         *cpu_table(cpu, _LABEL_WIDTH, missing=nan),
         *api_writes_lines(title, ((r.label, r.api_writes) for r in results), _LABEL_WIDTH),
+        *writes_per_gang_lines(results),
         *(
             watch_cut_note(r.bench_watch_reconnects, r.label)
             for r in results
@@ -112,4 +141,5 @@ def to_json(
         },
         "results": [asdict(r) for r in results],
         "ratio_gangs_per_second": ratios(results),
+        "scheduler_writes_per_gang": {r.label: r.writes_per_gang for r in results if r.api_writes},
     }
