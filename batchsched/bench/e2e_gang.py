@@ -44,6 +44,7 @@ from batchsched.bench.harness import (
     UnderTest,
     add_harness_arguments,
     add_modes_argument,
+    add_profile_argument,
     compare,
     run_bench,
     running,
@@ -231,7 +232,7 @@ async def bench(args: argparse.Namespace, run_dir: Path) -> Report:
 
     names = scheduler_order(SCHEDULERS, args.only, baseline_first=args.coscheduling_first)
     each = functools.partial(measure, args)
-    machine, results = await compare(args, run_dir, names, set_up, each)
+    machine, results = await compare(args, run_dir, names, set_up, each, args.profile_batchsched)
     code = 0 if all(r.complete_gangs == r.gangs for r in results) else EXIT_UNBOUND
     return Report(render(machine, results, args), to_json(machine, results, args), code)
 
@@ -269,6 +270,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--size", type=int, help="... of this many pods each (default 3)")
     add_modes_argument(parser)
     add_harness_arguments(parser, SCHEDULERS, "seconds per shape until all bound")
+    add_profile_argument(parser)
     parser.add_argument(
         "--coscheduling-first", action="store_true", help="run the baseline first (order bias)"
     )
