@@ -38,6 +38,7 @@ class SchedulerMetrics:
         self._define_quota()
         self._define_tenants()
         self._define_capacity()
+        self._define_status_writes()
 
     def _define_scheduling(self) -> None:
         reg = self.registry
@@ -291,3 +292,13 @@ class SchedulerMetrics:
     def render(self) -> bytes:
         """The text exposition of every metric in this registry (served at /metrics)."""
         return generate_latest(self.registry)
+
+    def _define_status_writes(self) -> None:
+        self.queue_status_writes = Counter(
+            "batchsched_queue_status_writes_total",
+            "PATCH requests the leader made to write pending gangs' queue status on their "
+            "PodGroups (runtime/queue_status_writer.py), by outcome: written, gone (404 or "
+            "409: the PodGroup is gone or replaced), failed (any other answer, or none).",
+            ["outcome"],
+            registry=self.registry,
+        )

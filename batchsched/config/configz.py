@@ -25,11 +25,21 @@ def configz_document(config: SchedulerConfig) -> dict[str, object]:
         "podMaxBackoffSeconds": config.pod_max_backoff_seconds,
         "leaderElection": election,
         "clientConnection": config.client_connection.model_dump(mode="json", by_alias=True),
+        "queueStatus": _queue_status(config),
         "profiles": [_profile(p) for p in config.profiles],
     }
     if config.percentage_of_nodes_to_score is not None:
         document["percentageOfNodesToScore"] = config.percentage_of_nodes_to_score
     return document
+
+
+def _queue_status(config: SchedulerConfig) -> dict[str, object]:
+    settings = config.queue_status
+    return {
+        "passInterval": f"{settings.pass_interval:g}s",
+        "minIntervalPerGroup": f"{settings.min_interval_per_group:g}s",
+        "maxGroupsPerPass": settings.max_groups_per_pass,
+    }
 
 
 def _profile(profile: ProfileConfig) -> dict[str, object]:

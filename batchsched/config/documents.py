@@ -114,6 +114,15 @@ class LeaderElection(Document):
         return self
 
 
+class QueueStatusSettings(Document):
+    """batchsched's own (no kube-scheduler field): how the leader writes each pending gang's
+    place in line on its PodGroup (runtime/queue_status_writer.py). Durations in seconds."""
+
+    pass_interval: Duration = 5.0  # how often the statuses are computed
+    min_interval_per_group: Duration = 15.0  # one PodGroup is written at most this often
+    max_groups_per_pass: int = Field(default=20, ge=0)  # 0: no queue status is written
+
+
 JSON_CONTENT: Final = "application/json"
 PROTOBUF_CONTENT: Final = "application/vnd.kubernetes.protobuf"
 
@@ -187,6 +196,7 @@ class ConfigDocument(Document):
     pod_max_backoff_seconds: int = Field(default=10, gt=0, validate_default=True)
     leader_election: LeaderElection = LeaderElection()
     client_connection: ClientConnection = ClientConnection()
+    queue_status: QueueStatusSettings = QueueStatusSettings()
     profiles: Sequence[ProfileV1beta2] = ()
     enable_profiling: bool | None = None
     enable_contention_profiling: bool | None = None

@@ -23,6 +23,7 @@ from batchsched.config.documents import (
     ConfigDocument,
     LeaderElection,
     ProfileV1beta2,
+    QueueStatusSettings,
     document_model,
 )
 from batchsched.config.merge import PluginResolver, check_common_queue_sort
@@ -71,6 +72,7 @@ class SchedulerConfig(Resolved):
     pod_max_backoff_seconds: int = 10
     leader_election: LeaderElection = LeaderElection()
     client_connection: ClientConnection = ClientConnection()
+    queue_status: QueueStatusSettings = QueueStatusSettings()
     extenders: tuple[ExtenderSettings, ...] = ()  # HTTP extenders, called in order
     _registry: Registry | None = PrivateAttr(default=None)  # the one the plugins were checked with
 
@@ -173,6 +175,7 @@ def config_from_mapping(
         pod_max_backoff_seconds=parsed.pod_max_backoff_seconds,
         leader_election=parsed.leader_election,
         client_connection=parsed.client_connection,
+        queue_status=parsed.queue_status,
         extenders=extenders,
     )
     config._registry = registry

@@ -56,7 +56,7 @@ from batchsched.runtime.handlers import NodeEvents, PodEvents, PriorityClassEven
 from batchsched.runtime.preempting import Preempting
 from batchsched.runtime.preemption_notes import NotePublisher
 from batchsched.runtime.queue import SchedulingQueue
-from batchsched.runtime.queue_status_writer import QueueStatusWriter
+from batchsched.runtime.queue_status_writer import queue_status_writer
 from batchsched.runtime.quota_reload import QuotaReloader
 from batchsched.runtime.scheduler import Scheduler
 from batchsched.runtime.server import RunningServer
@@ -126,7 +126,7 @@ class App:
             synced=lambda: all(i.synced.is_set() for i in self.required),
             flush_events=self.events.flush,
             flush_status=pod_status.flush,
-            queue_status=QueueStatusWriter(api, clock),
+            queue_status=queue_status_writer(api, clock, config.queue_status, self.metrics),
         )
 
     def _build_scheduler(

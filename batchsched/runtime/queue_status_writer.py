@@ -14,9 +14,13 @@ Where it goes, per API (the schemas decide):
 Written only when it changed enough (`queue_status.differs`), at most once per
 `min_interval` per group, at most `max_writes` per pass, the groups nearest the head first;
 a gang that leaves the queue has the annotations removed (and the condition set False).
-The statuses are computed once per pass, every `pass_interval` seconds, never per event;
-a pass that took long (a queue of many thousands) pushes the next one back, so the passes
-hold the event loop at most `MAX_DUTY` of the time.
+The three come from the scheduler config's `queueStatus` (docs/configuration.md).
+The statuses are computed once per pass, every `pass_interval` seconds, never per event,
+in steps: after `slice_s` of work the pass hands the event loop back (binding, watches, the
+scheduling loop run) and goes on at its next turn, so ten thousand pending gangs never stall
+the loop for the second their order takes. A pass that took long pushes the next one back,
+so the passes use at most `MAX_DUTY` of the time. Each PATCH is counted in
+`batchsched_queue_status_writes_total{outcome}`.
 Only the leader calls `publish` (runtime/app_housekeeping.py); the client's write fence
 refuses a standby's writes besides.
 """
@@ -24,6 +28,7 @@ refuses a standby's writes besides.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -34,22 +39,27 @@ from typing import Final
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.clock import Clock
+from batchsched.config.documents import QueueStatusSettings
 from batchsched.expected_runtime import ESTIMATED_START_ANNOTATION
 from batchsched.framework.interfaces import QueuedPod
 from batchsched.gang.podgroup import PodGroupView, pod_group_of
 from batchsched.kube.client import MERGE_PATCH as MERGE
 from batchsched.kube.client import STRATEGIC_MERGE_PATCH as STRATEGIC
-from batchsched.kube.client import request_json
+from batchsched.kube.client import ApiError, request_json
 from batchsched.kube.podgroups import gang_object_path, pod_group_path
+from batchsched.metrics import SchedulerMetrics
 from batchsched.model.gang_ref import GangApi
 from batchsched.model.pod import PodView
 from batchsched.runtime.queue_status import (
     QUEUED,
+    STEP_ITEMS,
     QueueStatus,
+    Steps,
     differs,
     message,
-    queue_order,
-    queue_statuses,
+    queue_order_steps,
+    queue_status_steps,
+    run_steps,
 )
 from batchsched.runtime.scheduler import Scheduler
 
@@ -58,10 +68,16 @@ logger = logging.getLogger(__name__)
 QUEUE_STATUS_ANNOTATION: Final = "batchsched.io/queue-status"
 QUEUE_POSITION_ANNOTATION: Final = "batchsched.io/queue-position"
 QUEUED_CONDITION: Final = "batchsched.io/Queued"
-PASS_INTERVAL_S: Final = 5.0
-MIN_INTERVAL_S: Final = 15.0
-MAX_WRITES_PER_PASS: Final = 20
+# The scheduler config's queueStatus defaults (config/documents.py).
+PASS_INTERVAL_S: Final = QueueStatusSettings().pass_interval
+MIN_INTERVAL_S: Final = QueueStatusSettings().min_interval_per_group
+MAX_WRITES_PER_PASS: Final = QueueStatusSettings().max_groups_per_pass
 MAX_DUTY: Final = 0.02
+SLICE_S: Final = 0.01  # work between two turns given back to the event loop in a pass
+# batchsched_queue_status_writes_total's outcomes
+WRITTEN: Final = "written"
+GONE: Final = "gone"  # 404 or 409: the PodGroup is gone, or a successor has its name
+FAILED: Final = "failed"  # any other answer, or none (the next pass tries again)
 
 # (path, body, content type) -> awaitable: a PATCH (tests may count or fail them).
 Patch = Callable[[str, Mapping[str, object], str], Awaitable[object]]
@@ -76,16 +92,28 @@ class Write:
 def live_statuses(scheduler: Scheduler) -> dict[str, QueueStatus]:
     """Every pending gang's status, from the scheduler's queue, tenant layer, rejections and
     the estimated starts its leader published."""
+    return run_steps(live_status_steps(scheduler))
+
+
+def live_status_steps(scheduler: Scheduler) -> Steps[dict[str, QueueStatus]]:
+    """`live_statuses` in steps (queue_status.py): the queue's pods are copied at once, then
+    sifted, ordered and given their statuses in pieces."""
     snapshot = scheduler.cache.snapshot
-    pending = [p for p in scheduler.queue.waiting() if snapshot.node_of(p.uid) is None]
+    pending = []
+    for i, pod in enumerate(scheduler.queue.waiting()):
+        if i % (4 * STEP_ITEMS) == 4 * STEP_ITEMS - 1:
+            yield
+        if snapshot.node_of(pod.uid) is None:
+            pending.append(pod)
     if not any(pod_group_of(p) is not None for p in pending):
         # No gang waits (a backlog of lone pods): there is nothing to write on any PodGroup,
         # and ordering thousands of pods for nothing cost 0.24 s per pass at 5000.
         return {}
+    yield
     tenants = scheduler.tenants
     # One tenant (the default quota file's): one line, and no tenant named in the status.
     several = tenants if tenants is not None and len(tenants.policy.tenants) > 1 else None
-    order = queue_order(
+    order = yield from queue_order_steps(
         (QueuedPod(p, p.creation_time, 0) for p in pending),
         next(iter(scheduler.profiles.values())).queue_sort.less,
         _gang_of,
@@ -94,11 +122,13 @@ def live_statuses(scheduler: Scheduler) -> dict[str, QueueStatus]:
     )
     groups = scheduler.gangs.groups
     estimates = {key: at for key, g in groups.items() if (at := _estimate(g)) is not None}
-    return queue_statuses(
-        order,
-        lambda key: key in groups and gang_object_path(key) is not None,
-        scheduler.gangs.rejections,
-        estimates,
+    return (
+        yield from queue_status_steps(
+            order,
+            lambda key: key in groups and gang_object_path(key) is not None,
+            scheduler.gangs.rejections,
+            estimates,
+        )
     )
 
 
@@ -115,7 +145,9 @@ def plan_writes(
     what the last leader wrote); `since_write`: seconds since this leader wrote the group;
     `limits`: (min_interval, max_writes); `now`: wall seconds."""
     min_interval, max_writes = limits
-    wanted: list[tuple[tuple[int, int], Write]] = []
+    # (urgency, place, arrival order, key): Writes are made for the chosen few only, since a
+    # backlog of thousands of unwritten gangs is a candidate on every pass.
+    wanted: list[tuple[int, int, int, str]] = []
     for key, new in statuses.items():
         before = written.get(key)
         # What this leader wrote, bucketed; else what the object shows, exactly. A line a
@@ -123,16 +155,16 @@ def plan_writes(
         if before is not None:
             needed = differs(before, new)
         else:
-            line = shown.get(key)
-            needed = line != message(new, now) and (line is None or new.reason != QUEUED)
+            line = shown.get(key)  # None: nothing to compare, no message to format
+            needed = line is None or (new.reason != QUEUED and line != message(new, now))
         if needed and since_write(key) >= min_interval:
             urgent = before is None or before.reason != new.reason
-            wanted.append(((0 if urgent else 1, new.position), Write(key, new)))
+            wanted.append((0 if urgent else 1, new.position, len(wanted), key))
     for key in shown:
         if key not in statuses and since_write(key) >= min_interval:
-            wanted.append(((0, 0), Write(key, None)))
-    wanted.sort(key=lambda pair: pair[0])
-    return [write for _, write in wanted[:max_writes]]
+            wanted.append((0, 0, len(wanted), key))
+    # The first few by urgency and place, without sorting the whole backlog each pass.
+    return [Write(key, statuses.get(key)) for *_, key in heapq.nsmallest(max_writes, wanted)]
 
 
 class QueueStatusWriter:
@@ -145,6 +177,8 @@ class QueueStatusWriter:
         min_interval: float = MIN_INTERVAL_S,
         max_writes: int = MAX_WRITES_PER_PASS,
         timer: Callable[[], float] = time.perf_counter,
+        metrics: SchedulerMetrics | None = None,
+        slice_s: float = SLICE_S,
     ) -> None:
         self.patch: Patch = _patcher(api) if isinstance(api, ApiClient) else api
         self.clock = clock
@@ -152,7 +186,11 @@ class QueueStatusWriter:
         self.min_interval = min_interval
         self.max_writes = max_writes
         self.timer = timer  # what a pass costs the event loop, in seconds
+        self.metrics = metrics
+        self.slice_s = slice_s
         self.passes = 0  # passes that computed the statuses
+        self.slices = 0  # turns the passes gave back to the event loop
+        self.longest_slice = 0.0  # seconds: the longest the loop waited for a pass
         self.writes = 0  # PATCH requests sent
         self._written: dict[str, QueueStatus] = {}
         self._wrote_at: dict[str, float] = {}  # key -> monotonic time of the last write
@@ -168,13 +206,12 @@ class QueueStatusWriter:
 
     async def publish(
         self,
-        statuses: Callable[[], Mapping[str, QueueStatus]],
+        statuses: Callable[[], Mapping[str, QueueStatus] | Steps[dict[str, QueueStatus]]],
         groups: Mapping[str, PodGroupView],
     ) -> int:
-        """Compute the statuses, write what changed; the number of groups written."""
-        started = self.timer()
-        current = statuses()
-        cost = self.timer() - started
+        """Compute the statuses (at once, or in steps with the loop handed back between
+        slices), write what changed; the number of groups written."""
+        current, cost = await self._compute(statuses)
         now = self.clock.now()
         self._next_pass = now + max(self.pass_interval, cost / MAX_DUTY)
         self.passes += 1
@@ -198,6 +235,31 @@ class QueueStatusWriter:
         done = await asyncio.gather(*writes)
         return sum(done)
 
+    async def _compute(
+        self, statuses: Callable[[], Mapping[str, QueueStatus] | Steps[dict[str, QueueStatus]]]
+    ) -> tuple[Mapping[str, QueueStatus], float]:
+        """The statuses, and the seconds of work they took (not counting the turns given
+        back to the loop in between)."""
+        started = self.timer()
+        produced = statuses()
+        cost = 0.0
+        while not isinstance(produced, Mapping):
+            try:
+                next(produced)
+            except StopIteration as done:
+                produced = done.value
+                break
+            ran = self.timer() - started
+            if ran >= self.slice_s:
+                cost += ran
+                self.longest_slice = max(self.longest_slice, ran)
+                self.slices += 1
+                await asyncio.sleep(0)  # the loop's other work runs now
+                started = self.timer()
+        ran = self.timer() - started
+        self.longest_slice = max(self.longest_slice, ran)
+        return produced, cost + ran
+
     async def _write(self, group: PodGroupView, write: Write) -> bool:
         wall = self.clock.wall()
         line = message(write.status, wall) if write.status is not None else None
@@ -205,13 +267,11 @@ class QueueStatusWriter:
         annotations = {QUEUE_STATUS_ANNOTATION: line, QUEUE_POSITION_ANNOTATION: position}
         path = pod_group_path(group.namespace, group.name, group.api)
         try:
-            self.writes += 1
             # The uid makes it a precondition: a same-named successor is refused the write.
             body = {"metadata": {"uid": group.uid, "annotations": annotations}}
-            await self.patch(path, body, MERGE)
+            await self._patch(path, body, MERGE)
             if group.api is GangApi.KUBERNETES:
-                self.writes += 1
-                await self.patch(f"{path}/status", self._condition(group, write, wall), STRATEGIC)
+                await self._patch(f"{path}/status", self._condition(group, write, wall), STRATEGIC)
         except Exception as err:  # a gone object or a failing API server: a later pass
             logger.debug("queue status not written group=%s error=%s", group.key, err)
             return False
@@ -221,6 +281,20 @@ class QueueStatusWriter:
         else:
             self._written[group.key] = write.status
         return True
+
+    async def _patch(self, path: str, body: Mapping[str, object], content_type: str) -> None:
+        """One PATCH, counted by outcome (the caller handles a failure)."""
+        self.writes += 1
+        outcome = FAILED
+        try:
+            await self.patch(path, body, content_type)
+            outcome = WRITTEN
+        except ApiError as err:
+            outcome = GONE if err.status in (404, 409) else FAILED
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.queue_status_writes.labels(outcome=outcome).inc()
 
     def _condition(self, group: PodGroupView, write: Write, wall: float) -> dict[str, object]:
         status = write.status
@@ -236,6 +310,26 @@ class QueueStatusWriter:
             # time; a message-only change keeps the one the server has.
             condition["lastTransitionTime"] = _rfc3339(wall)
         return {"status": {"conditions": [condition]}}
+
+
+def queue_status_writer(
+    api: ApiClient | Patch,
+    clock: Clock,
+    settings: QueueStatusSettings,
+    metrics: SchedulerMetrics | None = None,
+) -> QueueStatusWriter | None:
+    """The writer the scheduler config's `queueStatus` asks for; None when it says to write
+    nothing (`maxGroupsPerPass: 0`)."""
+    if settings.max_groups_per_pass == 0:
+        return None
+    return QueueStatusWriter(
+        api,
+        clock,
+        pass_interval=settings.pass_interval,
+        min_interval=settings.min_interval_per_group,
+        max_writes=settings.max_groups_per_pass,
+        metrics=metrics,
+    )
 
 
 def _patcher(api: ApiClient) -> Patch:
