@@ -15,7 +15,8 @@ extenders were swapped while they answered asks the new ones before it runs.
 What one scheduling queue and the process are built around cannot change live: the set of
 scheduler names and the queueSort plugin with its args. A file that changes them is rejected
 like a bad one. Top-level settings read only at start-up (leaderElection, clientConnection,
-backoff, parallelism) are applied on the next restart; a reload that changes them says so.
+backoff, parallelism, queueStatus) are applied on the next restart; a reload that changes
+them says so.
 
 Results are reported on the scheduler's Lease (the object `kubectl describe` shows for the
 scheduler as a whole; the quota file's Events go there too): a Normal `SchedulerConfigReloaded`
@@ -52,6 +53,7 @@ _START_UP_ONLY: Final = (
     "parallelism",
     "pod_initial_backoff_seconds",
     "pod_max_backoff_seconds",
+    "queue_status",  # the leader's queue status writer is built at start
 )
 
 Apply = Callable[[SchedulerConfig, Mapping[str, Profile]], None]

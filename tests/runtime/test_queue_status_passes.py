@@ -20,6 +20,7 @@ from batchsched.gang.status import NotStarted
 from batchsched.kube.api_errors import ApiError, ApiUnavailable
 from batchsched.metrics import SchedulerMetrics
 from batchsched.model.gang_ref import GangApi
+from batchsched.runtime.config_reload import start_up_only_changes
 from batchsched.runtime.queue import SchedulingQueue
 from batchsched.runtime.queue_status import STEP_ITEMS, QueueStatus, Steps
 from batchsched.runtime.queue_status_writer import (
@@ -257,3 +258,12 @@ def test_a_bad_queue_status_setting_names_its_field(tmp_path: Path, value: str, 
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert field in str(caught.value)
+
+
+def test_a_reload_that_changes_the_caps_says_they_apply_on_the_next_restart(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(config_with("{maxGroupsPerPass: 5}"))
+    changed = start_up_only_changes(load_config(path), default_config())
+    assert changed == ["queue_status"]
