@@ -37,6 +37,7 @@ class NodeInfo:
         "alloc_milli_cpu",
         "alloc_pods",
         "alloc_scalar",
+        "changes",
         "generation",
         "gpu",
         "name",
@@ -74,10 +75,14 @@ class NodeInfo:
         self.pods_with_required_anti_affinity = 0
         self.gpu = ledger_for(node, measured)
         self.generation = next(_GENERATIONS)
+        # The snapshot's change log (Snapshot.changed_since): each new generation is told.
+        self.changes: list[NodeInfo] | None = None
 
     def mark_changed(self) -> None:
         """A fresh generation: whatever a plugin cached for this node is stale."""
         self.generation = next(_GENERATIONS)
+        if self.changes is not None:
+            self.changes.append(self)
 
     @property
     def requested(self) -> Resources:
@@ -115,11 +120,11 @@ class NodeInfo:
         self.pods[pod.uid] = pod
         self._account(pod, 1)
         self.used_ports.extend(pod.host_ports)
-        self.generation = next(_GENERATIONS)
+        self.mark_changed()
 
     def remove(self, pod: PodView) -> None:
         del self.pods[pod.uid]
         self._account(pod, -1)
         for port in pod.host_ports:
             self.used_ports.remove(port)
-        self.generation = next(_GENERATIONS)
+        self.mark_changed()

@@ -30,6 +30,7 @@ _REGRANT: Final = 3
 # Grants the scheduler chose, remembered per pod so a pod the API confirms (forgotten, then
 # counted again) keeps its GPUs; bounded, oldest dropped first.
 _MAX_GPU_HINTS: Final = 65536
+_MIN_CHANGES_KEPT: Final = 4096
 
 
 class Snapshot:
@@ -42,6 +43,14 @@ class Snapshot:
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.nodes: list[NodeInfo] = [NodeInfo(n) for n in nodes]
+        # Every node given a new generation, in order (NodeInfo appends itself), so a cache
+        # keyed by generations finds what changed in O(changed): `changed_since`. Bounded:
+        # the oldest half goes when it outgrows the nodes, and a reader that far behind scans.
+        self._changes: list[NodeInfo] = []
+        self._changes_dropped = 0
+        self.changes_kept: int | None = None  # the log's bound; None: from the node count
+        for info in self.nodes:
+            info.changes = self._changes
         self._by_name: dict[str, NodeInfo] = {info.name: info for info in self.nodes}
         self._where: dict[str, NodeInfo] = {}
         self.namespace_labels: Mapping[str, Mapping[str, str]] = namespace_labels or {}
@@ -88,6 +97,27 @@ class Snapshot:
 
     def node_of(self, pod_uid: str) -> NodeInfo | None:
         return self._where.get(pod_uid)
+
+    def change_mark(self) -> int:
+        """Where the change log ends now: pass it to `changed_since` later."""
+        self._trim_changes()
+        return self._changes_dropped + len(self._changes)
+
+    def _trim_changes(self) -> None:
+        changes = self._changes
+        kept = self.changes_kept
+        if kept is None:
+            kept = max(_MIN_CHANGES_KEPT, 2 * len(self.nodes))
+        if len(changes) > kept:
+            half = max(1, len(changes) // 2)
+            del changes[:half]
+            self._changes_dropped += half
+
+    def changed_since(self, mark: int) -> list[NodeInfo] | None:
+        """The nodes given a new generation since `change_mark()` returned `mark` (a node may
+        repeat), or None when the log no longer reaches back that far."""
+        start = mark - self._changes_dropped
+        return self._changes[start:] if start >= 0 else None
 
     def assume(self, pod: PodView, node_name: str) -> PodView:
         """Count `pod` on `node_name` at once, as kube-scheduler's assume does; returns it bound."""
@@ -137,6 +167,7 @@ class Snapshot:
         if node.name in self._by_name:
             raise ValueError(f"node {node.name} is already in the snapshot")
         info = NodeInfo(node, self._measured.get(node.name))
+        info.changes = self._changes
         self.version += 1
         self.nodes.append(info)
         self._by_name[node.name] = info
@@ -231,6 +262,7 @@ class Snapshot:
         if pod.uid in self._where:
             raise ValueError(f"pod {pod.key} is already counted on {self._where[pod.uid].name}")
         info.add(pod)
+        self._trim_changes()
         self._where[pod.uid] = info
         self._count_affinity(pod, 1)
         if info.gpu is not None:
@@ -267,6 +299,7 @@ class Snapshot:
         if info.gpu is not None:
             info.gpu.release(pod.uid)
         info.remove(pod)
+        self._trim_changes()
         del self._where[pod.uid]
         self._count_affinity(pod, -1)
 

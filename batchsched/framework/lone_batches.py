@@ -53,7 +53,8 @@ class _Kept:
     snapshot: Snapshot
     world: World
     batch: SignatureBatch | None  # None: the signature cannot be batched in this world
-    generations: list[int]  # each node's generation when the batch last looked
+    mark: int  # the snapshot's change log when the batch last looked (change_mark)
+    seen: int  # the newest node generation then: a node changed since has a newer one
 
     def valid_for(self, runner: ProfileRunner, snapshot: Snapshot) -> bool:
         return (
@@ -61,13 +62,20 @@ class _Kept:
         )
 
     def catch_up(self, batch: SignatureBatch) -> None:
-        """Mark the nodes whose generation moved since the last pick."""
-        # The world is unchanged, so the snapshot has the very nodes, in the same order.
-        generations = self.generations
-        for i, info in enumerate(self.snapshot.nodes):
-            if info.generation != generations[i]:
-                generations[i] = info.generation
-                batch.changed(info.name)
+        """Mark the nodes whose generation moved since the last pick: those in the
+        snapshot's change log since then, or, when the log was cut short, every node with a
+        newer generation than the newest seen (generations only grow)."""
+        snapshot = self.snapshot
+        changed = snapshot.changed_since(self.mark)
+        seen = self.seen
+        if changed is None:
+            changed = [info for info in snapshot.nodes if info.generation > seen]
+        for info in changed:
+            batch.changed(info.name)
+            if info.generation > seen:
+                seen = info.generation
+        self.seen = seen
+        self.mark = snapshot.change_mark()
 
 
 class LoneBatches:
@@ -109,8 +117,9 @@ class LoneBatches:
         world = world_of(snapshot)
         batch = build_batch(runner, pod, snapshot, None)
         self.built += 1
-        generations = [info.generation for info in snapshot.nodes]
-        _remember(self._kept, key, _Kept(runner, snapshot, world, batch, generations))
+        mark = snapshot.change_mark()
+        seen = max((info.generation for info in snapshot.nodes), default=0)
+        _remember(self._kept, key, _Kept(runner, snapshot, world, batch, mark, seen))
         return batch
 
     def clear(self) -> None:

@@ -38,9 +38,11 @@ def _replay(
     shapes: list[Callable[[str], PodView]],
     steps: list[Step],
     batches: LoneBatches | None,
+    changes_kept: int | None = None,
 ) -> tuple[list[Outcome], RunnerMark]:
     profile = dataclasses.replace(PROFILE, percentage_of_nodes_to_score=percentage)
     snapshot = Snapshot([n.view() for n in nodes], [p.view() for p in existing])
+    snapshot.changes_kept = changes_kept
     runner = ProfileRunner(profile, seed=11)
     runner.next_start = 5
     placed: list[PodView] = []
@@ -76,20 +78,23 @@ def _replay(
 
 
 @settings(max_examples=100, deadline=None)
-@given(clusters(), _steps, st.integers(1, 8), st.booleans())
+@given(clusters(), _steps, st.integers(1, 8), st.booleans(), st.sampled_from([None, 0, 1, 3]))
 def test_lone_pods_from_kept_batches_land_where_the_runner_puts_them(
     cluster: tuple[list[NodeBuilder], list[PodBuilder], int | None],
     steps: list[Step],
     cpu: int,
     zoned: bool,
+    changes_kept: int | None,
 ) -> None:
+    """Also with the snapshot's change log cut short (a few entries kept), where the batch
+    falls back to comparing every node's generation."""
     nodes, existing, percentage = cluster
     shapes: list[Callable[[str], PodView]] = [
         lambda name: gpu_member(name, cpu, 1, "a" if zoned else None, False).view(),
         lambda name: gpu_member(name, 2, 0, None, True).view(),
     ]
     plain = _replay(nodes, existing, percentage, shapes, steps, None)
-    batched = _replay(nodes, existing, percentage, shapes, steps, LoneBatches())
+    batched = _replay(nodes, existing, percentage, shapes, steps, LoneBatches(), changes_kept)
     assert batched == plain
 
 
