@@ -25,11 +25,15 @@ break), so the rules are:
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
-from itertools import compress
+from itertools import compress, repeat
+from operator import add, mul
 
 from batchsched.framework.batch_totals import (
+    BY_VALUE_NORMALIZERS,
     NodesOf,
+    Points,
     Scorer,
     WindowRows,
     fresh_totals,
@@ -104,15 +108,6 @@ def signature(pod: PodView) -> Hashable | None:
     return key
 
 
-# Plugins whose NormalizeScore gives each node a function of its own raw score and of the set
-# of raw scores it is handed, reading neither the nodes nor how often a value occurs (kube's
-# default normalization by the highest score, our rank normalization): the batch normalizes a
-# window's few distinct values instead of its ~500 scores.
-BY_VALUE_NORMALIZERS = frozenset(
-    {"TaintToleration", "NodeAffinity", "GpuTopology", "DynamicResources"}
-)
-
-
 class SignatureBatch:
     """One signature's verdicts and raw scores over one candidate list, kept across members."""
 
@@ -128,6 +123,7 @@ class SignatureBatch:
         "_log",
         "_normalized",
         "_plain",
+        "_points",
         "_position",
         "_raw",
         "_runner",
@@ -169,6 +165,7 @@ class SignatureBatch:
         self._log: list[int] = []  # positions evaluated again since the first evaluation
         self._windows: dict[int, WindowRows] = {}  # by first position (batch_totals)
         self._seen: dict[int, list[int]] = {}  # windows computed in full once, by first
+        self._points: Points = {}  # normalized points by scorer and distinct values
         self.kept_picks = 0  # picks made from a kept window's rows (tests read it)
 
     def changed(self, node_name: str) -> None:
@@ -192,23 +189,34 @@ class SignatureBatch:
         node by node gives."""
         state, nodes = self._base, self._candidates
         alive = list(range(len(nodes)))
+        # map over repeat() calls each plugin in C's loop, not a comprehension's.
+        states, pods = repeat(state), repeat(pod)
         for check in self._filters:
-            statuses = [check(state, pod, nodes[i]) for i in alive]
-            if any(status.code is Code.ERROR for status in statuses):
+            statuses = list(map(check, states, pods, map(nodes.__getitem__, alive)))
+            passed = [
+                i
+                for i, st in zip(alive, statuses, strict=True)
+                if st is OK or st.code is Code.SUCCESS
+            ]
+            if len(passed) < len(alive) and any(st.code is Code.ERROR for st in statuses):
                 return False
-            alive = [i for i, st in zip(alive, statuses, strict=True) if st.code is Code.SUCCESS]
-        fixed = self._fixed
+            alive = passed
+        totals = [0] * len(alive)
         for scorer in self._plain:
-            values = [scorer.score(state, pod, nodes[i]) for i in alive]
+            values = list(map(scorer.score, states, pods, map(nodes.__getitem__, alive)))
             if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
                 return False
-            for i, value in zip(alive, values, strict=True):
-                fixed[i] += value * scorer.weight
+            totals = list(map(add, totals, map(mul, values, repeat(scorer.weight))))
+        fixed = self._fixed
+        for i, total in zip(alive, totals, strict=True):
+            fixed[i] = total
         for k, scorer in enumerate(self._normalized):
             raw, counts = self._raw[k], self._counts[k]
-            for i in alive:
-                value = raw[i] = scorer.score(state, pod, nodes[i])
-                counts[value] = counts.get(value, 0) + 1
+            values = list(map(scorer.score, states, pods, map(nodes.__getitem__, alive)))
+            for i, value in zip(alive, values, strict=True):
+                raw[i] = value
+            for value, count in Counter(values).items():
+                counts[value] = counts.get(value, 0) + count
         for i in alive:
             self._fits[i] = True
         self._feasible = alive
@@ -273,7 +281,7 @@ class SignatureBatch:
         nodes = NodesOf(self._candidates, window)
         kept = self._kept(window, included)
         if kept is not None:
-            offsets = kept.best(self._normalized, self._base, pod, nodes)
+            offsets = kept.best(self._normalized, self._base, pod, nodes, self._points)
             if offsets is None:
                 return None
             self.kept_picks += 1

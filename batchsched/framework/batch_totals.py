@@ -30,7 +30,18 @@ from batchsched.snapshot import NodeInfo
 # that windows which never come back (a start index shifted by a node that filled) cost little.
 KEPT_WINDOWS = 32
 
+# Plugins whose NormalizeScore gives each node a function of its own raw score and of the set
+# of raw scores it is handed, reading neither the nodes nor how often a value occurs (kube's
+# default normalization by the highest score, our rank normalization): the batch normalizes a
+# window's few distinct values instead of its ~500 scores.
+BY_VALUE_NORMALIZERS = frozenset(
+    {"TaintToleration", "NodeAffinity", "GpuTopology", "DynamicResources"}
+)
+
+KEPT_POINTS = 256  # normalized value sets remembered per batch (cleared when full)
+
 T = TypeVar("T")
+Points = dict[tuple[int, tuple[int, ...]], dict[int, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,17 +118,29 @@ class WindowRows:
                     counts[now] += 1
 
     def best(
-        self, scorers: Sequence[Scorer], state: CycleState, pod: PodView, nodes: Sequence[NodeInfo]
+        self,
+        scorers: Sequence[Scorer],
+        state: CycleState,
+        pod: PodView,
+        nodes: Sequence[NodeInfo],
+        memo: Points,
     ) -> list[int] | None:
         """The window offsets of the highest total, ascending (not to be changed: it may be a
-        kept list); None when a normalized score falls outside 0..100."""
+        kept list); None when a normalized score falls outside 0..100. `memo`: the batch's
+        weighted points by (scorer, distinct raw values), the same in every window."""
         weighted = self.weighted
         if weighted is None:
             weighted = []
             for t, k in enumerate(self.included):
-                points = _weigh(scorers[k], self.counts[t], state, pod, nodes)
+                distinct = tuple(sorted(self.counts[t]))
+                points = memo.get((k, distinct))
                 if points is None:
-                    return None
+                    points = _weigh(scorers[k], distinct, state, pod, nodes)
+                    if points is None:
+                        return None
+                    if len(memo) >= KEPT_POINTS:
+                        memo.clear()
+                    memo[k, distinct] = points
                 weighted.append(points)
             self.weighted = weighted
         top: int | None = None
@@ -146,14 +169,14 @@ def uncount(counts: dict[int, int], value: int) -> None:
 
 def _weigh(
     scorer: Scorer,
-    counts: Counter[int],
+    distinct: Sequence[int],
     state: CycleState,
     pod: PodView,
     nodes: Sequence[NodeInfo],
 ) -> dict[int, int] | None:
-    """Raw value -> weighted normalized points: the window's distinct values normalized."""
+    """Raw value -> weighted normalized points: the window's distinct values (ascending)
+    normalized."""
     assert scorer.normalizer is not None
-    distinct = sorted(counts)
     points = list(distinct)
     scorer.normalizer.normalize_scores(state, pod, nodes[: len(points)], points)
     if min(points) < MIN_NODE_SCORE or max(points) > MAX_NODE_SCORE:
@@ -182,7 +205,7 @@ def fresh_totals(
         assert scorer.normalizer is not None
         values: tuple[int, ...] = gather(raw[k])
         if scorer.by_value:
-            weighted = _weigh(scorer, Counter(values), state, pod, nodes)
+            weighted = _weigh(scorer, sorted(set(values)), state, pod, nodes)
             if weighted is None:
                 return None
             totals = list(map(add, totals, map(weighted.__getitem__, values)))
