@@ -29,9 +29,11 @@ __all__ = ["EVENT_BUFFER", "EVENT_SENDERS", "EventSender"]
 logger = logging.getLogger(__name__)
 
 EVENT_BUFFER: Final = 1000  # client-go's maxQueuedEvents
-# Requests in flight for Events: enough to keep up with a few hundred binds a second at
-# a few milliseconds a request, few enough that they reuse a handful of connections.
-EVENT_SENDERS: Final = 8
+# Requests in flight for Events: as many as binds (runtime/scheduler.py bind_concurrency).
+# An API server short of CPU serves the requests in flight about alike, so each kind goes
+# at the pace of its share of them: with 8 senders beside 64 binds, a backlog of 5000 pods
+# outran its Scheduled Events and 3500 of them were dropped on a loaded box.
+EVENT_SENDERS: Final = 32
 # On shutdown, how long buffered Events may still take before the rest are dropped: an API
 # server that stopped answering must not hold the process for each Event's own timeout.
 DRAIN_GRACE_S: Final = 5.0

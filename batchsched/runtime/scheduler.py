@@ -62,7 +62,7 @@ class Scheduler:
         clock: Clock,
         *,
         seed: int = 0,
-        bind_concurrency: int = 128,
+        bind_concurrency: int = 32,  # as many as Event senders (runtime/event_sender.py)
         gangs: GangTracker | None = None,
         tenants: TenantLayer | None = None,
         backfill: LiveBackfill | None = None,
