@@ -105,6 +105,16 @@ class ScorePlugin(Protocol):
 
 
 @runtime_checkable
+class VersionedScoring(Protocol):
+    """A Score plugin whose scores may change with no node changing: one that learns (the GPU
+    topology plugin's fragmentation target follows the arriving pods). `scoring_version`
+    moves whenever they may have, so results kept across cycles (framework/lone_batches.py)
+    are dropped then."""
+
+    scoring_version: int
+
+
+@runtime_checkable
 class NormalizeScorePlugin(Protocol):
     """Optional companion of ScorePlugin: rescales the scores of all nodes to 0..100 in place."""
 

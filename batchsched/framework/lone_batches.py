@@ -10,8 +10,9 @@ What "changed" means across cycles:
 - a pod placed on, or taken off, a node (ours, a binding confirmed, a pod that finished, a
   trial undone) changes that node's generation: the batch evaluates that node again;
 - anything else (a node added, updated or removed, measured topology or load, pods with
-  inter-pod affinity, DRA objects) may change what PreFilter and PreScore computed once for
-  the signature: the batch is dropped and the next pod of that signature builds a new one.
+  inter-pod affinity, DRA objects, a learning scorer's `scoring_version`) may change what
+  PreFilter, PreScore and Score computed once for the signature: the batch is dropped and
+  the next pod of that signature builds a new one.
 
 A signature gets a batch on its second pod: building one evaluates every candidate node
 (the runner filters only a sample), which pays only when more pods follow.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from batchsched.framework.batch import SignatureBatch, build_batch, signature
+from batchsched.framework.interfaces import VersionedScoring
 from batchsched.framework.runner import ProfileRunner, ScheduleResult
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
@@ -55,10 +57,17 @@ class _Kept:
     batch: SignatureBatch | None  # None: the signature cannot be batched in this world
     mark: int  # the snapshot's change log when the batch last looked (change_mark)
     seen: int  # the newest node generation then: a node changed since has a newer one
+    learning: tuple[VersionedScoring, ...]  # the runner's scorers that learn
+    versions: tuple[int, ...]  # their scoring versions when the batch was built
 
     def valid_for(self, runner: ProfileRunner, snapshot: Snapshot) -> bool:
         return (
-            self.runner is runner and self.snapshot is snapshot and self.world == world_of(snapshot)
+            self.runner is runner
+            and self.snapshot is snapshot
+            and self.world == world_of(snapshot)
+            and all(
+                p.scoring_version == v for p, v in zip(self.learning, self.versions, strict=True)
+            )
         )
 
     def catch_up(self, batch: SignatureBatch) -> None:
@@ -119,12 +128,20 @@ class LoneBatches:
         self.built += 1
         mark = snapshot.change_mark()
         seen = max((info.generation for info in snapshot.nodes), default=0)
-        _remember(self._kept, key, _Kept(runner, snapshot, world, batch, mark, seen))
+        learning = learning_scorers(runner)
+        versions = tuple(p.scoring_version for p in learning)
+        kept = _Kept(runner, snapshot, world, batch, mark, seen, learning, versions)
+        _remember(self._kept, key, kept)
         return batch
 
     def clear(self) -> None:
         self._kept.clear()
         self._seen.clear()
+
+
+def learning_scorers(runner: ProfileRunner) -> tuple[VersionedScoring, ...]:
+    """The runner's Score plugins whose scores may move with no node changing."""
+    return tuple(s.plugin for s in runner.profile.score if isinstance(s.plugin, VersionedScoring))
 
 
 def _remember(memory: OrderedDict[Hashable, V], key: Hashable, value: V) -> None:

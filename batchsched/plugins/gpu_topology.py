@@ -128,6 +128,7 @@ class GpuTopology:
         # GPUs per model in the cluster, and the (node count, GPU node count) it was taken at.
         self._supply: dict[str, int] = {}
         self._supply_at = (-1, -1)
+        self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._use(args.workload())
         # Named already, so the runner's with_plugin() hands back these same objects.
         self._wrong_model = unresolvable(WRONG_MODEL).with_plugin(self.name)
@@ -153,6 +154,7 @@ class GpuTopology:
             self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight
         )
         self._score_pod = None  # its table belongs to the old scorer
+        self.scoring_version += 1  # kept lone-pod batches scored with the old one are dropped
 
     def _note_supply(self, snapshot: Snapshot) -> None:
         """Recount the GPUs per model when nodes came or went (a cheap proxy: the counts)."""

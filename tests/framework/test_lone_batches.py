@@ -9,9 +9,11 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsched.framework.lone_batches import LoneBatches
+from batchsched.framework.lone_batches import LoneBatches, learning_scorers
+from batchsched.framework.registry import assemble_profile
 from batchsched.framework.runner import ProfileRunner, RunnerMark
 from batchsched.model.pod import PodView
+from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
 from batchsched.snapshot import Snapshot
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod
 from tests.framework.test_batch import PROFILE, Outcome, clusters, gpu_member
@@ -142,3 +144,23 @@ def test_a_node_update_that_moves_nothing_keeps_the_batch() -> None:
     assert snapshot.version == version + 1
     batches.schedule(runner, pods[3], snapshot)  # the batch is built again
     assert (batches.batched, batches.built) == (3, 2)
+
+
+def test_a_scorer_that_learned_a_new_target_drops_the_kept_batch() -> None:
+    """GpuTopology's fragmentation target follows the arriving pods: when it moves, scores
+    kept for unchanged nodes are stale, so the next pod builds its batch afresh."""
+    profile = assemble_profile(default_registry(), "gpu-scheduler", DEFAULT_PLUGINS, {})
+    learning = learning_scorers(ProfileRunner(profile, seed=1))
+    assert [type(p).__name__ for p in learning] == ["GpuTopology"]
+    nodes = [make_node(f"n{i}").cpu("8").memory("32Gi") for i in range(50)]
+    snapshot = Snapshot([n.view() for n in nodes])
+    runner = ProfileRunner(profile, seed=1)
+    batches = LoneBatches()
+    pods = _deployment(4)
+    batches.schedule(runner, pods[0], snapshot)
+    batches.schedule(runner, pods[1], snapshot)  # builds the batch
+    batches.schedule(runner, pods[2], snapshot)
+    assert batches.built == 1
+    learning[0].scoring_version += 1  # as GpuTopology does when it adopts a new target
+    batches.schedule(runner, pods[3], snapshot)
+    assert batches.built == 2
