@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from batchsched.backfill import Running
+from batchsched.framework.lone_batches import LoneBatches
 from batchsched.framework.runner import ProfileRunner
 from batchsched.gang.core import Reservation
 from batchsched.model.pod import PodView
@@ -63,6 +64,7 @@ class SnapshotHandle:
 
     admission: Admission | None = None
     holds: Holds | None = None
+    lone_batches: LoneBatches | None = None  # kept lone-pod batches (the simulator's)
 
     def __init__(self, snapshot: Snapshot, runner: ProfileRunner) -> None:
         self._snapshot = snapshot

@@ -120,6 +120,7 @@ class SignatureBatch:
         "_filters",
         "_fits",
         "_fixed",
+        "_hints",
         "_log",
         "_normalized",
         "_plain",
@@ -143,8 +144,10 @@ class SignatureBatch:
         candidates: Sequence[NodeInfo],
         filters: list[FilterFn],
         scorers: list[Scorer],
+        hints: Sequence[frozenset[str]] = (),
     ) -> None:
         self._runner, self._snapshot, self._base = runner, snapshot, base
+        self._hints = hints  # PreFilter's hints: the other nodes fail a filter at first
         self._candidates = list(candidates)
         self._position = {info.name: i for i, info in enumerate(self._candidates)}
         self._filters = filters
@@ -189,6 +192,8 @@ class SignatureBatch:
         node by node gives."""
         state, nodes = self._base, self._candidates
         alive = list(range(len(nodes)))
+        for hint in self._hints:  # a node left out fails a filter now: it stays unfit
+            alive = [i for i in alive if nodes[i].name in hint]
         # map over repeat() calls each plugin in C's loop, not a comprehension's.
         states, pods = repeat(state), repeat(pod)
         for check in self._filters:
@@ -367,7 +372,10 @@ def build_batch(
     profile = runner.profile
     state = CycleState()
     try:
-        candidates, _ = runner.run_pre_filter(state, pod, snapshot, within)
+        # A hint leaves out no candidate: a node without room now may have room for a later
+        # pod of the signature. Its nodes are the only ones the first evaluation filters.
+        hints: list[frozenset[str]] = []
+        candidates, _ = runner.run_pre_filter(state, pod, snapshot, within, hints)
         if isinstance(candidates, Status) or not candidates:
             return None
         enabled = [p for p in profile.filter if p.name not in state.skip_filter]
@@ -387,7 +395,7 @@ def build_batch(
             for s in scoring
         ]
         batch = SignatureBatch(
-            runner, snapshot, state, candidates, [p.filter for p in enabled], scorers
+            runner, snapshot, state, candidates, [p.filter for p in enabled], scorers, hints
         )
         return batch if batch.refresh(pod) else None
     except MissingState:

@@ -28,9 +28,14 @@ class QueuedPod:
 
 @dataclass(frozen=True, slots=True)
 class PreFilterResult:
-    """Restricts the nodes worth filtering (e.g. NodeName); None from a plugin means all."""
+    """Restricts the nodes worth filtering (e.g. NodeName); None from a plugin means all.
+
+    A `hint` restricts them for this cycle only: the nodes it leaves out would fail a Filter
+    now, but may pass once the cluster changes (the simulator's SimCandidates, by free room).
+    Results kept across cycles (framework/batch.py) ignore hints."""
 
     node_names: frozenset[str]
+    hint: bool = False
 
 
 @runtime_checkable

@@ -168,10 +168,17 @@ class ProfileRunner:
         )
 
     def run_pre_filter(
-        self, state: CycleState, pod: PodView, snapshot: Snapshot, within: Within | None = None
+        self,
+        state: CycleState,
+        pod: PodView,
+        snapshot: Snapshot,
+        within: Within | None = None,
+        hints: list[frozenset[str]] | None = None,
     ) -> tuple[Sequence[NodeInfo] | Status, Callable[[], dict[str, Status]]]:
         """The nodes to filter, and a function giving the statuses of those PreFilter (or
-        `within`) left out: only a pod that fits nowhere needs them, for its FitError."""
+        `within`) left out: only a pod that fits nowhere needs them, for its FitError.
+        Given `hints`, a hint (PreFilterResult.hint) leaves out no node: its nodes are
+        appended there instead."""
         allowed: frozenset[str] | None = None
         narrowing: list[str] = []
         for plugin in self.profile.pre_filter:
@@ -181,7 +188,9 @@ class ProfileRunner:
                 continue
             if not is_ok(status):
                 return status.with_plugin(plugin.name), dict
-            if result is not None:
+            if result is not None and result.hint and hints is not None:
+                hints.append(result.node_names)
+            elif result is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
                 narrowing.append(plugin.name)
         if within is not None:

@@ -157,6 +157,14 @@ class DynamicResources:
             return unresolvable(str(err))
         return OK if found is not None else self._no_devices
 
+    def pre_score(
+        self, state: CycleState, pod: PodView, snapshot: Snapshot, nodes: Sequence[NodeInfo]
+    ) -> Status:
+        """SKIPs Score for a pod with no claim left to allocate: it would score 0 everywhere
+        (the runner and batches then call no Score of it for this pod)."""
+        claims = state.get(CLAIMS_KEY)
+        return OK if claims is not None and claims.pending else SKIP
+
     def score(self, state: CycleState, pod: PodView, node: NodeInfo) -> int:
         claims = state.get(CLAIMS_KEY)
         if claims is None or not claims.pending:

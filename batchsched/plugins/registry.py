@@ -125,6 +125,7 @@ DEFAULT_PLUGINS: Final[dict[str, list[EnabledPlugin]]] = {
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
         "GpuTopology",
+        "DynamicResources",
     ),
     "score": [
         EnabledPlugin("TaintToleration", 3),

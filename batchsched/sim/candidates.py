@@ -54,7 +54,10 @@ class SimCandidates:
                 nodes, narrowed = nodes_with_room(nodes, request), True
         if self.fit:
             nodes, narrowed = _with_resources(nodes, pod), True
-        return (PreFilterResult(frozenset(i.name for i in nodes)) if narrowed else None), OK
+        if not narrowed:
+            return None, OK
+        # A hint: lone-pod batches, kept while nodes gain and lose room, ignore it.
+        return PreFilterResult(frozenset(i.name for i in nodes), hint=True), OK
 
 
 def _with_resources(nodes: Sequence[NodeInfo], pod: PodView) -> list[NodeInfo]:

@@ -21,6 +21,11 @@ run, when the profile also scores every node, a last PreFilter (`SimCandidates`)
 nodes without room for the pod, which changes no decision either. Both are checked against
 full cycles in tests/sim/test_engine.py.
 
+Lone-pod batching: as in the live loop, the handle keeps one pod's filter and score results for
+the next pod of the same signature and evaluates again only the nodes changed in between
+(framework/lone_batches.py); `batching=False` runs a full cycle for every pod instead, and
+tests/sim/test_engine.py holds the two to the same placements.
+
 Tenant quotas (`batchsched simulate --quota`, `tenants.py`): the live scheduler's tenant layer
 on the virtual clock. The cycle asks its quota admission, as the live loop's does; each pass
 pops the tenant queues in fair-share order; placements and departures move each tenant's
@@ -49,6 +54,7 @@ from batchsched.cycle.decision import Bind, Reject, Wait, Why
 from batchsched.cycle.policies import SnapshotHandle
 from batchsched.cycle.workload import Workload, pod_key
 from batchsched.framework.interfaces import QueuedPod
+from batchsched.framework.lone_batches import LoneBatches
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.status import is_ok
@@ -87,6 +93,7 @@ class Simulator:
         progress: Callable[[int], None] | None = None,
         record_reasons: bool = True,
         tenants: SimTenants | None = None,
+        batching: bool = True,
     ) -> None:
         self.snapshot = snapshot
         self.profile = profile
@@ -97,6 +104,11 @@ class Simulator:
         cycle_profile = with_candidates(profile) if decisions_only and scores_all else profile
         self.runner = ProfileRunner(cycle_profile, seed)
         self._handle = SnapshotHandle(snapshot, self.runner)
+        # The live scheduler's lone-pod batching (framework/lone_batches.py): the same
+        # decisions as a full cycle per pod, for a fraction of the work on a trace whose pods
+        # repeat a few hundred shapes.
+        self.lone_batches = LoneBatches() if batching else None
+        self._handle.lone_batches = self.lone_batches
         self.tenants = tenants
         if tenants is not None:
             self._handle.admission = tenants.layer

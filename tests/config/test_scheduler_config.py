@@ -237,6 +237,7 @@ def test_v1beta3_explicit_defaults_move_first_and_a_disabled_prescore_goes() -> 
         "NodeResourcesBalancedAllocation",
         "ImageLocality",
         "GpuTopology",
+        "DynamicResources",
     ]
     assert "InterPodAffinity" in plugins["preFilter"]
     assert set(config.build_profiles()) == {"custom-scheduler"}

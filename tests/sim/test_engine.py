@@ -238,7 +238,7 @@ _POD = st.tuples(
 )
 
 
-def _paper_pod(i: int, shape: tuple[int, int, int, str]) -> SimPod:
+def _paper_pod(i: int, shape: tuple[int, int, int, str], runtime: float | None = None) -> SimPod:
     gpus, milli, cpu, model = shape
     pod = make_pod(f"p{i}").cpu(str(cpu)).memory("1Gi")
     if gpus:
@@ -247,11 +247,16 @@ def _paper_pod(i: int, shape: tuple[int, int, int, str]) -> SimPod:
         pod.annotation("batchsched.io/gpu-milli", str(milli))
     if model and (gpus or milli):
         pod.annotation("batchsched.io/gpu-models", model)
-    return sim_pod(pod.view(), float(i), None)
+    return sim_pod(pod.view(), float(i), runtime)
 
 
-def _placements(record_reasons: bool, pods: list[SimPod]) -> list[tuple[str, str, object]]:
-    nodes = [
+def _placements(
+    record_reasons: bool,
+    pods: list[SimPod],
+    batching: bool = True,
+    nodes: list[NodeView] | None = None,
+) -> list[tuple[str, str, object]]:
+    nodes = nodes or [
         make_node(f"n{i}")
         .cpu(cpu)
         .memory("256Gi")
@@ -263,7 +268,9 @@ def _placements(record_reasons: bool, pods: list[SimPod]) -> list[tuple[str, str
         )
     ]
     log, snap = Log(), Snapshot(nodes)
-    sim = Simulator(snap, paper_profile(), log, seed=7, record_reasons=record_reasons)
+    sim = Simulator(
+        snap, paper_profile(), log, seed=7, record_reasons=record_reasons, batching=batching
+    )
     sim.run(pods)
     return [(pod, node, snap.gpu_grants(f"uid-default-{pod}")) for _, pod, node in log.of("placed")]
 
@@ -277,3 +284,36 @@ def test_the_shortcuts_of_a_decisions_only_run_change_no_placement(
     # full cycles for every pod (record_reasons=True): the same nodes and the same GPUs.
     pods = [_paper_pod(i, shape) for i, shape in enumerate(shapes)]
     assert _placements(False, pods) == _placements(True, pods)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([(1, 0, 2, ""), (0, 500, 1, ""), (2, 0, 4, ""), (0, 0, 6, "")]),
+            st.sampled_from([None, 2.0, 4.0, 7.0]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_lone_pod_batching_changes_no_placement(
+    spec: list[tuple[tuple[int, int, int, str], float | None]], record_reasons: bool
+) -> None:
+    # A few shapes repeating, pods leaving while others arrive: the kept batches must see the
+    # nodes that gained room (a node SimCandidates left out when the batch was built among
+    # them) and those that lost it, so every pod lands where a full cycle puts it.
+    # A small cluster, so that nodes fill up and free again.
+    nodes = [make_node(f"n{i}").cpu("8").memory("64Gi").gpus(2 + i % 2).view() for i in range(4)]
+    pods = [_paper_pod(i, shape, runtime) for i, (shape, runtime) in enumerate(spec)]
+    batched = _placements(record_reasons, pods, nodes=nodes)
+    assert batched == _placements(record_reasons, pods, batching=False, nodes=nodes)
+
+
+def test_a_trace_of_repeating_shapes_is_decided_from_kept_batches() -> None:
+    # The test above would pass with batching never used: this one sees it used.
+    log, snap = Log(), Snapshot([make_node(f"n{i}").cpu("32").gpus(8).view() for i in range(4)])
+    sim = Simulator(snap, paper_profile(), log, seed=7, record_reasons=False)
+    sim.run([_paper_pod(i, (1, 0, 1, ""), 20.0) for i in range(12)])
+    assert sim.lone_batches is not None and sim.lone_batches.batched >= 9
