@@ -20,7 +20,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Final
 
-from batchsched.bench.trace_grid import GRID, REPORT_SEEDS, TUNING_SEEDS, run_grid
+from batchsched.bench.trace_grid import (
+    GRID,
+    REPORT_SEEDS,
+    TUNING_SEEDS,
+    report_merged,
+    run_grid,
+)
 from batchsched.bench.trace_paper import PAPER_SOURCE
 from batchsched.bench.trace_table import Row, render, summarize
 from batchsched.sim.policy_run import POLICY_NAMES, UnknownPolicy, parse_policies, run_policy
@@ -82,6 +88,8 @@ def one_run(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.merge:
+        return report_merged([source for source in args.merge.split(",") if source])
     if args.grid:
         return run_grid(args, parse_seeds(args.seeds))
     shared = SHARED_TRACES if SHARED_TRACES.is_dir() else None
@@ -163,4 +171,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--inflation", type=float, default=1.3)
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", type=Path, default=Path("trace-results.json"))
+    parser.add_argument(
+        "--merge",
+        help="comma list of --out files of --grid runs, each FILE or FILE:POLICY+POLICY: print "
+        "their joined table (per-seed margins included) and run nothing",
+    )
     parser.set_defaults(run=run)

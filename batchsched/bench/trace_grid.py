@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final, TypedDict
 
 from batchsched.model.node import NodeView
-from batchsched.sim.policy_run import parse_policies, run_policy
+from batchsched.sim.policy_run import POLICY_NAMES, parse_policies, run_policy
 from batchsched.sim.trace import (
     TraceError,
     TracePod,
@@ -189,10 +189,16 @@ POINTS: Final = ("at_100", "at_130")
 Cell = dict[str, float | None]  # "at_100" / "at_130" -> GPU allocation %, mean of the seeds
 
 
+# The issue's bound on a single seed: default may trail FGD by at most this many points.
+SEED_SLACK: Final = 0.1
+
+
 class GridSummary(TypedDict):
     variants: dict[str, dict[str, Cell]]  # variant -> policy -> cell
     average: dict[str, Cell]  # policy -> the cells' mean over the variants
     default_ge_fgd: dict[str, dict[str, float | int | None]]  # point -> counts and share
+    # variant -> point -> the smallest default - fgd over the seeds both ran (None: none)
+    worst_seed: dict[str, Cell]
 
 
 def summarize_grid(
@@ -211,8 +217,52 @@ def summarize_grid(
         policy: {p: _mean([cells[policy][p] for cells in per_variant.values()]) for p in POINTS}
         for policy in policies
     }
-    versus = {p: _default_ge_fgd(per_variant, p) for p in POINTS} if _versus(policies) else {}
-    return {"variants": per_variant, "average": average, "default_ge_fgd": versus}
+    versus: dict[str, dict[str, float | int | None]] = {}
+    worst: dict[str, Cell] = {}
+    if _versus(policies):
+        worst = {
+            variant: {p: _worst_seed(by.get("default", ()), by.get("fgd", ()), p) for p in POINTS}
+            for variant, by in runs.items()
+        }
+        versus = {p: _default_ge_fgd(per_variant, p) for p in POINTS}
+        for p in POINTS:
+            versus[p].update(_seed_counts(runs, p))
+    return {
+        "variants": per_variant,
+        "average": average,
+        "default_ge_fgd": versus,
+        "worst_seed": worst,
+    }
+
+
+def _margins(default: Sequence[Row], fgd: Sequence[Row], point: str) -> list[float]:
+    """default - fgd per seed both ran, at `point`."""
+    key = f"gpu_alloc_pct_{point}"
+    theirs = {r.get("seed"): r.get(key) for r in fgd}
+    margins = []
+    for r in default:
+        mine, other = r.get(key), theirs.get(r.get("seed"))
+        if isinstance(mine, (int, float)) and isinstance(other, (int, float)):
+            margins.append(float(mine) - float(other))
+    return margins
+
+
+def _worst_seed(default: Sequence[Row], fgd: Sequence[Row], point: str) -> float | None:
+    margins = _margins(default, fgd, point)
+    return round(min(margins), 2) if margins else None
+
+
+def _seed_counts(
+    runs: Mapping[str, Mapping[str, Sequence[Row]]], point: str
+) -> dict[str, float | int | None]:
+    """Over every (variant, seed) both ran: how many, and how many with default more than
+    SEED_SLACK below FGD."""
+    margins = [
+        m for by in runs.values() for m in _margins(by.get("default", ()), by.get("fgd", ()), point)
+    ]
+    # Rounded as the table prints them: 95.70 against 95.80 is 0.1 below, not 0.10000001.
+    below = sum(1 for m in margins if round(m, 6) < -SEED_SLACK)
+    return {"seeds": len(margins), "seeds_below_slack": below}
 
 
 def _versus(policies: Sequence[str]) -> bool:
@@ -231,18 +281,82 @@ def _default_ge_fgd(
 
 def render_grid(summary: GridSummary, policies: list[str]) -> str:
     rows = {**summary["variants"], "average": summary["average"]}
+    worst = summary.get("worst_seed", {})
     width = max(len(v) for v in ("variant", *rows))
     head = "".join(f" {policy + '@' + p[3:]:>14}" for policy in policies for p in POINTS)
+    if worst:
+        head += "".join(f" {'worst seed d-f@' + p[3:]:>18}" for p in POINTS)
     lines = [f"{'variant':<{width}}{head}"]
     for variant, cells in rows.items():
         values = "".join(f" {_num(cells[policy][p]):>14}" for policy in policies for p in POINTS)
+        if variant in worst:
+            values += "".join(f" {_signed(worst[variant][p]):>18}" for p in POINTS)
         lines.append(f"{variant:<{width}}{values}")
     for point, counts in summary["default_ge_fgd"].items():
         lines.append(
             f"default >= fgd at {point[3:]} % arrived: {counts['default_ge_fgd']} of "
             f"{counts['variants']} variants (share {_num(counts['share'])}; means of the seeds)"
         )
+        if "seeds" in counts:
+            lines.append(
+                f"  single seeds more than {SEED_SLACK} below fgd at {point[3:]} %: "
+                f"{counts['seeds_below_slack']} of {counts['seeds']}"
+            )
     return "\n".join(lines)
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def merge_runs(sources: Sequence[str]) -> tuple[Runs, list[str]]:
+    """The runs of several `--out` files of grid runs, and the policies in them. A source is
+    `FILE` or `FILE:POLICY+POLICY` (only those policies' runs of that file). A (variant,
+    policy, seed) met twice must have the same figures (runs are deterministic per seed),
+    else ValueError."""
+    runs: Runs = {}
+    policies: list[str] = []
+    for source in sources:
+        name, _, wanted = source.partition(":")
+        only = set(wanted.split("+")) if wanted else None
+        path = Path(name)
+        saved = json.loads(path.read_text())
+        for variant, by_policy in saved.get("runs", {}).items():
+            for policy, rows in by_policy.items():
+                if only is not None and policy not in only:
+                    continue
+                if policy not in policies:
+                    policies.append(policy)
+                kept = runs.setdefault(variant, {}).setdefault(policy, [])
+                seen = {r.get("seed"): r for r in kept}
+                for row in rows:
+                    other = seen.get(row.get("seed"))
+                    if other is None:
+                        kept.append(row)
+                        seen[row.get("seed")] = row
+                    elif _figures(other) != _figures(row):
+                        raise ValueError(
+                            f"{path}: {variant} {policy} seed {row.get('seed')} differs from "
+                            "an earlier file's run of the same seed"
+                        )
+    known = list(POLICY_NAMES)
+    policies.sort(key=lambda p: known.index(p) if p in known else len(known))
+    return runs, policies
+
+
+def _figures(row: Row) -> tuple[object, ...]:
+    return tuple(row.get(f"gpu_alloc_pct_{p}") for p in POINTS)
+
+
+def report_merged(sources: Sequence[str]) -> int:
+    """`bench trace --merge A.json,B.json:fgd`: the table of saved runs, no new run."""
+    try:
+        runs, policies = merge_runs(sources)
+    except (OSError, ValueError) as err:  # json.JSONDecodeError is a ValueError
+        print(f"bench trace --merge: {err}", file=sys.stderr)
+        return 2
+    print(render_grid(summarize_grid(runs, policies), policies))
+    return 0
 
 
 def _num(value: float | int | None) -> str:

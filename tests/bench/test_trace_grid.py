@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from batchsched.bench.trace_grid import (
     REPORT_SEEDS,
     TUNING_SEEDS,
     grid_run,
+    merge_runs,
     render_grid,
+    report_merged,
     run_grid,
     summarize_grid,
 )
@@ -98,16 +101,65 @@ def test_the_summary_means_seeds_then_variants_and_counts_where_default_is_at_le
     summary = summarize_grid(RUNS, ["default", "fgd"])
     assert summary["variants"]["gpn4"]["default"] == {"at_100": 91.0, "at_130": 95.0}
     assert summary["average"]["fgd"] == {"at_100": 86.5, "at_130": 91.25}
-    assert summary["default_ge_fgd"]["at_130"] == {"variants": 2, "default_ge_fgd": 1, "share": 0.5}
+    at_130 = summary["default_ge_fgd"]["at_130"]
+    assert (at_130["variants"], at_130["default_ge_fgd"], at_130["share"]) == (2, 1, 0.5)
     assert summary["default_ge_fgd"]["at_100"]["default_ge_fgd"] == 1  # gpn4's tie counts
 
 
 def test_the_table_has_a_row_per_variant_the_average_and_the_default_vs_fgd_share() -> None:
     lines = render_grid(summarize_grid(RUNS, ["default", "fgd"]), ["default", "fgd"]).splitlines()
-    assert lines[0].split() == ["variant", "default@100", "default@130", "fgd@100", "fgd@130"]
-    assert lines[1].split() == ["gpn4", "91.00", "95.00", "91.00", "94.50"]
+    assert lines[0].split()[:5] == ["variant", "default@100", "default@130", "fgd@100", "fgd@130"]
+    assert lines[0].endswith("worst seed d-f@100 worst seed d-f@130")
+    assert lines[1].split() == ["gpn4", "91.00", "95.00", "91.00", "94.50", "-1.00", "+0.00"]
     assert lines[3].split()[0] == "average"
-    assert lines[-1].startswith("default >= fgd at 130 % arrived: 1 of 2 variants (share 0.50")
+    assert lines[-2].startswith("default >= fgd at 130 % arrived: 1 of 2 variants (share 0.50")
+
+
+def test_the_worst_seed_margin_and_the_seeds_past_the_slack_are_counted() -> None:
+    summary = summarize_grid(RUNS, ["default", "fgd"])
+    assert summary["worst_seed"]["gpn4"] == {"at_100": -1.0, "at_130": 0.0}
+    assert summary["worst_seed"]["cpu150"] == {"at_100": -2.0, "at_130": -3.0}
+    # gpn4 seed 47 at 100 % and cpu150 seed 47 at both points are more than 0.1 below
+    assert summary["default_ge_fgd"]["at_100"]["seeds_below_slack"] == 2
+    assert summary["default_ge_fgd"]["at_130"] == {
+        "variants": 2,
+        "default_ge_fgd": 1,
+        "share": 0.5,
+        "seeds": 3,
+        "seeds_below_slack": 1,
+    }
+
+
+def test_a_seed_exactly_one_tenth_below_is_within_the_slack() -> None:
+    runs = {"gpn4": {"default": [row(47, 95.7, 95.7)], "fgd": [row(47, 95.8, 95.8)]}}
+    counts = summarize_grid(runs, ["default", "fgd"])["default_ge_fgd"]["at_130"]
+    assert counts["seeds_below_slack"] == 0
+
+
+def test_merged_files_join_policies_and_refuse_a_seed_that_differs(tmp_path: Path) -> None:
+    mine = tmp_path / "default.json"
+    mine.write_text(json.dumps({"runs": {v: {"default": by["default"]} for v, by in RUNS.items()}}))
+    theirs = tmp_path / "both.json"
+    theirs.write_text(json.dumps({"runs": RUNS}))
+    runs, policies = merge_runs([str(mine), f"{theirs}:fgd"])
+    assert policies == ["default", "fgd"]
+    assert runs == RUNS
+    changed = {"gpn4": {"default": [row(47, 90.0, 94.5)]}}
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"runs": changed}))
+    with pytest.raises(ValueError, match="gpn4 default seed 47 differs"):
+        merge_runs([str(mine), str(other)])
+
+
+def test_the_merged_table_is_printed_and_a_missing_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = tmp_path / "both.json"
+    saved.write_text(json.dumps({"runs": RUNS}))
+    assert report_merged([str(saved)]) == 0
+    assert "single seeds more than 0.1 below fgd at 130 %: 1 of 3" in capsys.readouterr().out
+    assert report_merged([str(tmp_path / "none.json")]) == 2
+    assert "none.json" in capsys.readouterr().err
 
 
 def test_without_fgd_there_is_no_comparison_line() -> None:
