@@ -28,8 +28,10 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.kube.api_errors import ApiError, ApiUnavailable, NotLeading, status_error
+from batchsched.kube.http1 import ProtocolError
 from batchsched.kube.in_flight import DEFAULT_MAX_IN_FLIGHT, limit_in_flight, turn
 from batchsched.kube.throttle import Throttle, limit_requests, retry_delay, throttle_of
+from batchsched.kube.transport import lean_pool, proxied, request_headers
 
 __all__ = [
     "JSON",
@@ -59,8 +61,6 @@ STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 # each other and behind the long-lived watch connections that each hold one.
 DEFAULT_MAX_CONNECTIONS: Final = 1000
 DEFAULT_TIMEOUT_S: Final = 30.0
-# The generated client names the bearer token (in-cluster, token kubeconfigs) this way.
-_AUTH_SETTINGS: Final = ["BearerToken"]
 _CONFIG_ERRORS: Final = (config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError)
 
 
@@ -152,15 +152,12 @@ async def api_client(
     raise KubeConfigError("no usable Kubernetes credentials; tried " + "; ".join(tried))
 
 
-_PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
-
-
 async def _without_per_request_env_lookups(api: ApiClient) -> None:
     """kubernetes_asyncio opens its session with trust_env=True, so aiohttp looks up ~/.netrc
     and the proxy variables on every request, each in a thread: about 0.4 ms of CPU per
     request measured here, a fifth of a pod's whole cost. Without proxy variables in the
     environment there is nothing to find, so use a session that does not look."""
-    if any(os.environ.get(v) or os.environ.get(v.lower()) for v in _PROXY_VARIABLES):
+    if proxied():
         return
     rest = api.rest_client
     old = rest.pool_manager
@@ -270,11 +267,21 @@ async def _send(
     body: Mapping[str, object] | None,
     timeout: float,
 ) -> tuple[int, bytes, Mapping[str, str]]:
-    """One HTTP exchange: status, body and headers; no answer is `ApiUnavailable`."""
+    """One HTTP exchange: status, body and headers; no answer is `ApiUnavailable`.
+
+    On the client's lean pool (kube/transport.py) where it has one, else through aiohttp."""
     if timeout <= 0:
         raise ApiUnavailable(f"{method} {path}: no time left (client rate limit or retries)")
     data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    pool = lean_pool(api)
     try:
+        if pool is not None:
+            async with asyncio.timeout(timeout):
+                headers = await request_headers(api, headers, query)
+                answer = await pool.request(
+                    method, path, urlencode(query) if query else "", headers.items(), data or b""
+                )
+            return answer.status, answer.body, answer.headers
         resp = await _request(
             api, method, path, query, headers, data, aiohttp.ClientTimeout(total=timeout)
         )
@@ -282,7 +289,7 @@ async def _send(
             data = await resp.read()
         finally:
             resp.release()
-    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+    except (aiohttp.ClientError, TimeoutError, OSError, ProtocolError) as err:
         raise ApiUnavailable(f"{method} {path}: {type(err).__name__}: {err}") from err
     return resp.status, data, resp.headers
 
@@ -304,10 +311,7 @@ async def _request(
     `refresh_api_key_hook` still renews rotated in-cluster tokens; its session, whose
     connector carries the TLS context (CA, client certificate); its proxy and TLS server
     name."""
-    headers = {**headers, **api.default_headers}
-    if api.cookie:
-        headers["Cookie"] = api.cookie
-    await api.update_params_for_auth(headers, query, _AUTH_SETTINGS)
+    headers = await request_headers(api, headers, query)
     url = f"{api.configuration.host}{path}"
     if query:
         url += "?" + urlencode(query)

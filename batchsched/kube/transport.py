@@ -1,0 +1,96 @@
+"""Which transport a client's plain requests take, and the headers every request carries.
+
+The lean HTTP/1.1 pool (kube/http1.py) unless the client goes through a proxy (configured,
+or in the environment: aiohttp knows how to speak to one, the pool does not) or
+`BATCHSCHED_KUBE_TRANSPORT=aiohttp` asks for the old path (a fallback, and the baseline of
+`python -m batchsched.bench client`).
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final
+from weakref import WeakKeyDictionary
+
+from kubernetes_asyncio.client import ApiClient
+
+from batchsched.kube.http1 import Endpoint, Pool
+
+__all__ = ["PROXY_VARIABLES", "TRANSPORT_VARIABLE", "lean_pool", "proxied", "request_headers"]
+
+TRANSPORT_VARIABLE: Final = "BATCHSCHED_KUBE_TRANSPORT"
+PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+# The generated client names the bearer token (in-cluster, token kubeconfigs) this way.
+_AUTH_SETTINGS: Final = ["BearerToken"]
+
+# Per client, decided on its first request: its pool, or None for aiohttp's path.
+_POOLS: WeakKeyDictionary[ApiClient, Pool | None] = WeakKeyDictionary()
+
+
+def proxied() -> bool:
+    """Does the environment name a proxy? (aiohttp's session would then use it)"""
+    return any(os.environ.get(v) or os.environ.get(v.lower()) for v in PROXY_VARIABLES)
+
+
+def lean_pool(api: ApiClient) -> Pool | None:
+    """The client's connection pool, made on first use; None: use aiohttp."""
+    try:
+        return _POOLS[api]
+    except KeyError:
+        pass
+    rest = api.rest_client
+    pool = None
+    chosen = os.environ.get(TRANSPORT_VARIABLE, "http1")
+    if chosen != "aiohttp" and not rest.proxy and not proxied():
+        tls = _tls_context(api)
+        pool = Pool(Endpoint(str(api.configuration.host), tls, rest.server_hostname or None))
+        _close_with(api, pool)
+    _POOLS[api] = pool
+    return pool
+
+
+def _tls_context(api: ApiClient) -> ssl.SSLContext:
+    """The context aiohttp's connector was built with (CA, client certificate and key,
+    verification as configured), so both paths trust and present the same; built the way
+    kubernetes_asyncio builds it where the connector does not hold one."""
+    held = getattr(api.rest_client.pool_manager.connector, "_ssl", None)
+    if isinstance(held, ssl.SSLContext):
+        return held
+    cfg = api.configuration
+    context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+    if cfg.cert_file:
+        context.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+    if not cfg.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cfg.disable_strict_ssl_verification:
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
+
+
+def _close_with(api: ApiClient, pool: Pool) -> None:
+    """Closing the client (`await api.close()`, `async with ApiClient`) closes the pool's
+    connections too: the client closes its REST client, so that call is wrapped."""
+    rest = api.rest_client
+    close_rest: Callable[[], Awaitable[None]] = rest.close
+
+    async def close() -> None:
+        pool.close()
+        await close_rest()
+
+    rest.close = close  # type: ignore[method-assign]
+
+
+async def request_headers(
+    api: ApiClient, headers: Mapping[str, str], query: list[tuple[str, str]]
+) -> dict[str, str]:
+    """`headers` plus what `api.call_api` would add: default headers (User-Agent), cookie,
+    and its auth settings, read per request so `refresh_api_key_hook` still renews rotated
+    in-cluster tokens."""
+    merged = {**headers, **api.default_headers}
+    if api.cookie:
+        merged["Cookie"] = api.cookie
+    await api.update_params_for_auth(merged, query, _AUTH_SETTINGS)
+    return merged
