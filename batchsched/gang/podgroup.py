@@ -92,6 +92,12 @@ class PodGroupView:
     # A Kueue group has no object of its own: Events about it go to this member pod.
     event_pod: str = ""
     recorded_phase: str = ""  # status.phase as last read (Volcano's: it gates pod creation)
+    # status.scheduled / status.running / status.scheduleStartTime as last read (scheduler-
+    # plugins'): with the phase and the finished counts, what the object shows, so that a
+    # status it already shows is not written again (gang/status.py, `shows`).
+    recorded_scheduled: int = 0
+    recorded_running: int = 0
+    recorded_start: str = ""
 
     @property
     def key(self) -> str:
@@ -131,6 +137,10 @@ def parse_pod_group(obj: Mapping[str, object]) -> PodGroupView:
             annotations=str_map(meta.get("annotations"), "metadata.annotations"),
             recorded_succeeded=status_count(obj, "succeeded"),
             recorded_failed=status_count(obj, "failed"),
+            recorded_phase=status_text(obj, "phase"),
+            recorded_scheduled=status_count(obj, "scheduled"),
+            recorded_running=status_count(obj, "running"),
+            recorded_start=status_text(obj, "scheduleStartTime"),
             topology=topology_from_annotations(
                 str_map(meta.get("annotations"), "metadata.annotations")
             ),
@@ -150,6 +160,13 @@ def status_count(obj: Mapping[str, object], field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return 0
     return value
+
+
+def status_text(obj: Mapping[str, object], field: str) -> str:
+    """A string from the status (ours to write): "" when absent or not a string."""
+    status = obj.get("status")
+    value = status.get(field) if isinstance(status, Mapping) else None
+    return value if isinstance(value, str) else ""
 
 
 def int32_field(value: object, field: str, *, minimum: int) -> int:

@@ -94,6 +94,26 @@ def status_write(
     return None
 
 
+def shows(group: PodGroupView, write: StatusWrite) -> bool:
+    """Whether the PodGroup, as last read, already shows what `write` would write: then the
+    write would change nothing but the API server's load. Only scheduler-plugins' status is
+    compared (its fields are the ones we write, and a status that is absent reads as Pending
+    with no member counted: the state a PodGroup starts in without a controller); other APIs
+    decide what to skip in `status_write`."""
+    if group.api is not GangApi.SCHEDULER_PLUGINS or write.merge_conditions:
+        return False
+    recorded: dict[str, object] = {
+        "phase": group.recorded_phase or PENDING,
+        "scheduled": group.recorded_scheduled,
+        "running": group.recorded_running,
+        "succeeded": group.recorded_succeeded,
+        "failed": group.recorded_failed,
+    }
+    if group.recorded_start:
+        recorded["scheduleStartTime"] = group.recorded_start
+    return dict(write.status) == recorded
+
+
 def _k8s(group: PodGroupView, phase: str, held: NotStarted | None, now: str) -> StatusWrite | None:
     if phase in _STARTED:
         if group.scheduled == "True":

@@ -15,7 +15,7 @@ from typing import Final
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.gang.podgroup import PodGroupView
-from batchsched.gang.status import StatusWrite
+from batchsched.gang.status import StatusWrite, shows
 from batchsched.kube.client import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
@@ -54,6 +54,8 @@ GROUP_VERSIONS: Final = {
 _STATUS_SUBRESOURCE: Final = frozenset({GangApi.SCHEDULER_PLUGINS, GangApi.KUBERNETES})
 # A bounded memory: a cluster that churns through gangs must not grow it without end.
 MAX_REMEMBERED: Final = 10_000
+# Remembered after a failed write: equal to no status, so the next one is always written.
+_UNKNOWN: Final[dict[str, object]] = {}
 
 
 def gang_object_path(key: str) -> str | None:
@@ -74,6 +76,12 @@ class PodGroupStatusWriter:
     on every cycle, and a repeat write would change nothing but the API server's load. A merge
     patch leaves the status fields we do not write (another controller's) as they are.
 
+    With nothing of ours remembered for a PodGroup (none written yet, or a new leader), the
+    object as last read is the baseline: a status it already shows is not written
+    (`gang.status.shows`; a PodGroup without a status reads as Pending, so the Pending a gang
+    starts in costs no write). While a write is in flight, or after one whose outcome is
+    unknown, the object as read may be stale, so it is not trusted then.
+
     The status subresource ignores metadata, so a uid in the patch is no precondition (as it is
     for pods): a same-named PodGroup created since our view was taken gets the write. That is
     detected from the answer and not remembered, so the successor's own status, written once
@@ -84,22 +92,46 @@ class PodGroupStatusWriter:
         self._api = api
         self._timeout = timeout
         self._written: OrderedDict[str, dict[str, object]] = OrderedDict()
+        self._writing: set[str] = set()  # uids with a write in flight
+        self.skipped = 0  # writes not sent: what we last wrote, or what the object shows
+
+    def needed(self, group: PodGroupView, write: StatusWrite) -> bool:
+        """Whether `write` would change the PodGroup's status: not what we wrote last, nor
+        (with nothing of ours remembered or in flight) what the object shows."""
+        uid = group.uid
+        before = self._written.get(uid)
+        if before is not None:
+            same = before == write.fingerprint()
+        else:
+            same = uid not in self._writing and shows(group, write)
+        self.skipped += same
+        return not same
 
     async def update(self, group: PodGroupView, status: Mapping[str, object] | StatusWrite) -> bool:
-        """Write `status` unless it is what we wrote last; False when the write failed (the
-        caller tries again later)."""
+        """Write `status` unless it is what we wrote last (or the object shows it); False
+        when the write failed (the caller tries again later)."""
         write = status if isinstance(status, StatusWrite) else StatusWrite(status)
+        if not self.needed(group, write):
+            return True
         # The caller may reuse and mutate its mapping.
         wanted = copy.deepcopy(write.fingerprint())
-        if self._written.get(group.uid) == wanted:
-            return True
-        if group.api not in GROUP_VERSIONS or not await self._patch(group, write):
+        if group.api not in GROUP_VERSIONS:
             return False
-        self._written[group.uid] = wanted
-        self._written.move_to_end(group.uid)
+        self._writing.add(group.uid)
+        try:
+            written = await self._patch(group, write)
+        finally:
+            self._writing.discard(group.uid)
+        # A failed write may still have landed: until one succeeds, the object as read
+        # is not trusted and every status is written.
+        self._remember(group.uid, wanted if written else _UNKNOWN)
+        return written
+
+    def _remember(self, uid: str, fingerprint: dict[str, object]) -> None:
+        self._written[uid] = fingerprint
+        self._written.move_to_end(uid)
         while len(self._written) > MAX_REMEMBERED:
             self._written.popitem(last=False)
-        return True
 
     def forget(self, uid: str) -> None:
         """The PodGroup is gone: drop what we remembered about it."""

@@ -121,7 +121,9 @@ class Housekeeping:
                 status = self.gangs.status_of(key, self.cache.snapshot, wall)
                 held = self.gangs.rejections.get(key)
                 write = status_write(group, status, held, rfc3339(wall))
-                if write is not None:
+                # Most dirty gangs show their status already (a member arrived, a gang is
+                # still Pending): no task for them.
+                if write is not None and self.group_status.needed(group, write):
                     self.scheduler.spawn(self._write_status(key, group, write))
 
     async def _write_status(self, key: str, group: PodGroupView, write: StatusWrite) -> None:

@@ -64,6 +64,7 @@ def test_a_complete_pod_group_is_read_field_by_field() -> None:
         creation_time=1735787045.0,
         labels={"team": "vision"},
         annotations={"note": "nightly"},
+        recorded_phase="Pending",  # the status as read: what it shows already is not rewritten
     )
     assert view.key == "ml/train-64"
     assert hash(view) == hash(parse_pod_group(GOOD))
@@ -228,3 +229,25 @@ def test_the_finished_counts_in_the_status_are_read_and_never_refuse_the_object(
     obj["status"] = status
     group = parse_pod_group(obj)
     assert (group.recorded_succeeded, group.recorded_failed) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param(
+            {"phase": "Scheduled", "scheduled": 3, "running": 1, "scheduleStartTime": "T"},
+            ("Scheduled", 3, 1, "T"),
+            id="what the leader wrote",
+        ),
+        pytest.param(None, ("", 0, 0, ""), id="no status: nothing recorded"),
+        pytest.param({"phase": 3, "scheduled": "3"}, ("", 0, 0, ""), id="not ours: ignored"),
+    ],
+)
+def test_the_status_shown_is_read_so_that_it_is_not_written_again(
+    status: dict[str, object] | None, expected: tuple[str, int, int, str]
+) -> None:
+    obj = copy.deepcopy(GOOD)
+    obj["status"] = status
+    group = parse_pod_group(obj)
+    read = (group.recorded_phase, group.recorded_scheduled, group.recorded_running)
+    assert (*read, group.recorded_start) == expected

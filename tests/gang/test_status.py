@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from batchsched.gang.podgroup import PodGroupView
-from batchsched.gang.status import NotStarted, StatusWrite, status_write
+from batchsched.gang.status import NotStarted, StatusWrite, shows, status_write
 from batchsched.model.gang_ref import GangApi
 from batchsched.model.resources import Resources
 
@@ -133,3 +133,51 @@ def test_a_repeat_at_a_later_time_has_the_same_fingerprint() -> None:
     assert first.fingerprint() == later.fingerprint()
     changed = status_write(dataclasses.replace(group), _status("Pending"), NotStarted("full"), NOW)
     assert changed is not None and changed.fingerprint() != first.fingerprint()
+
+
+PENDING_ZERO = {"phase": "Pending", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0}
+
+
+def test_a_group_without_status_already_shows_pending_with_nothing_counted() -> None:
+    assert shows(_group(GangApi.SCHEDULER_PLUGINS), StatusWrite(PENDING_ZERO))
+
+
+@pytest.mark.parametrize(
+    ("recorded", "status"),
+    [
+        pytest.param({}, {**PENDING_ZERO, "scheduled": 1}, id="a member counted"),
+        pytest.param({}, {**PENDING_ZERO, "phase": "Scheduled"}, id="a new phase"),
+        pytest.param(
+            {"recorded_phase": "Scheduled", "recorded_scheduled": 4},
+            PENDING_ZERO,
+            id="back to Pending from Scheduled",
+        ),
+        pytest.param(
+            {"recorded_phase": "Scheduled", "recorded_scheduled": 4},
+            {**PENDING_ZERO, "phase": "Scheduled", "scheduled": 4, "scheduleStartTime": "T"},
+            id="a start time the object lacks",
+        ),
+    ],
+)
+def test_a_status_the_group_does_not_show_is_written(
+    recorded: dict[str, object], status: dict[str, object]
+) -> None:
+    group = dataclasses.replace(_group(GangApi.SCHEDULER_PLUGINS), **recorded)  # type: ignore[arg-type]
+    assert not shows(group, StatusWrite(status))
+
+
+def test_the_status_a_leader_wrote_is_shown_to_the_next_one() -> None:
+    written = {"phase": "Running", "scheduled": 4, "running": 4, "succeeded": 0, "failed": 0}
+    group = dataclasses.replace(
+        _group(GangApi.SCHEDULER_PLUGINS),
+        recorded_phase="Running",
+        recorded_scheduled=4,
+        recorded_running=4,
+        recorded_start=NOW,
+    )
+    assert shows(group, StatusWrite({**written, "scheduleStartTime": NOW}))
+
+
+def test_only_scheduler_plugins_status_is_compared() -> None:
+    volcano = dataclasses.replace(_group(GangApi.VOLCANO), recorded_phase="Pending")
+    assert not shows(volcano, StatusWrite(PENDING_ZERO))

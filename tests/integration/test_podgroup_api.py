@@ -139,6 +139,62 @@ async def test_an_unchanged_status_is_not_written_again(api: client.ApiClient) -
     assert raw["status"]["phase"] == "Scheduled"
 
 
+PENDING_ZERO: dict[str, object] = {
+    "phase": "Pending",
+    "scheduled": 0,
+    "running": 0,
+    "succeeded": 0,
+    "failed": 0,
+}
+
+
+async def test_a_new_group_already_shows_pending_so_it_is_not_written(
+    api: client.ApiClient,
+) -> None:
+    group = parse_pod_group(await create_group(api, "fresh"))
+    version = (await read_group(api, "fresh"))["metadata"]["resourceVersion"]
+    writer = PodGroupStatusWriter(api)
+
+    assert await writer.update(group, dict(PENDING_ZERO))
+
+    assert (await read_group(api, "fresh"))["metadata"]["resourceVersion"] == version
+    assert writer.skipped == 1
+
+
+async def test_a_new_leader_does_not_rewrite_the_status_the_group_shows(
+    api: client.ApiClient,
+) -> None:
+    await create_group(api, "shown")
+    scheduled = {**PENDING_ZERO, "phase": "Scheduled", "scheduled": 3}
+    scheduled["scheduleStartTime"] = "2026-11-27T05:00:00Z"
+    await PodGroupStatusWriter(api).update(
+        parse_pod_group(await read_group(api, "shown")), scheduled
+    )
+    raw = await read_group(api, "shown")
+    successor = PodGroupStatusWriter(api)  # nothing remembered: the object is the baseline
+
+    await successor.update(parse_pod_group(raw), dict(scheduled))
+    assert (await read_group(api, "shown"))["metadata"]["resourceVersion"] == raw["metadata"][
+        "resourceVersion"
+    ]
+    running = {**scheduled, "phase": "Running", "running": 3}
+    await successor.update(parse_pod_group(raw), running)
+    assert (await read_group(api, "shown"))["status"] == running
+
+
+async def test_a_status_written_is_not_judged_by_a_stale_view_of_the_group(
+    api: client.ApiClient,
+) -> None:
+    stale = parse_pod_group(await create_group(api, "stale"))  # read before any status
+    writer = PodGroupStatusWriter(api)
+    await writer.update(stale, {**PENDING_ZERO, "phase": "Scheduled", "scheduled": 3})
+
+    # The members went: Pending again. The stale view shows Pending, but we wrote Scheduled.
+    await writer.update(stale, dict(PENDING_ZERO))
+
+    assert (await read_group(api, "stale"))["status"] == PENDING_ZERO
+
+
 async def test_a_merge_patch_keeps_fields_it_does_not_name(api: client.ApiClient) -> None:
     group = parse_pod_group(await create_group(api, "merge"))
     writer = PodGroupStatusWriter(api)
