@@ -13,7 +13,10 @@ Where it goes, per API (the schemas decide):
 
 Written only when it changed enough (`queue_status.differs`), at most once per
 `min_interval` per group, at most `max_writes` per pass, the groups nearest the head first;
-a gang that leaves the queue has the annotations removed (and the condition set False).
+a gang that leaves the queue has the annotations removed (and the condition set False). A
+gang is first written once two passes in a row found it pending (it has waited at least
+`pass_interval`): most gangs are placed within seconds, and writing their line only to remove
+it a moment later cost two PATCHes per gang and told nobody anything.
 The three come from the scheduler config's `queueStatus` (docs/configuration.md).
 The statuses are computed once per pass, every `pass_interval` seconds, never per event,
 in steps: after `slice_s` of work the pass hands the event loop back (binding, watches, the
@@ -31,7 +34,7 @@ import asyncio
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Container, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -139,11 +142,13 @@ def plan_writes(
     since_write: Callable[[str], float],
     limits: tuple[float, int],
     now: float,
+    fresh: Container[str] = (),
 ) -> list[Write]:
     """What to write this pass. Purely computational. `written`: what this leader wrote;
     `shown`: the status line each group carries now (from the informer: after a failover,
     what the last leader wrote); `since_write`: seconds since this leader wrote the group;
-    `limits`: (min_interval, max_writes); `now`: wall seconds."""
+    `limits`: (min_interval, max_writes); `now`: wall seconds; `fresh`: gangs the last pass
+    did not find pending (nothing is written on them yet: most are placed before the next)."""
     min_interval, max_writes = limits
     # (urgency, place, arrival order, key): Writes are made for the chosen few only, since a
     # backlog of thousands of unwritten gangs is a candidate on every pass.
@@ -156,7 +161,10 @@ def plan_writes(
             needed = differs(before, new)
         else:
             line = shown.get(key)  # None: nothing to compare, no message to format
-            needed = line is None or (new.reason != QUEUED and line != message(new, now))
+            if line is None:
+                needed = key not in fresh
+            else:
+                needed = new.reason != QUEUED and line != message(new, now)
         if needed and since_write(key) >= min_interval:
             urgent = before is None or before.reason != new.reason
             wanted.append((0 if urgent else 1, new.position, len(wanted), key))
@@ -194,6 +202,7 @@ class QueueStatusWriter:
         self.writes = 0  # PATCH requests sent
         self._written: dict[str, QueueStatus] = {}
         self._wrote_at: dict[str, float] = {}  # key -> monotonic time of the last write
+        self._seen: frozenset[str] = frozenset()  # the gangs the last pass found pending
         self._next_pass = float("-inf")
 
     def due(self) -> bool:
@@ -203,6 +212,7 @@ class QueueStatusWriter:
         """Not leading: what this replica wrote may be overwritten by the next leader."""
         self._written.clear()
         self._wrote_at.clear()
+        self._seen = frozenset()
 
     async def publish(
         self,
@@ -223,6 +233,7 @@ class QueueStatusWriter:
             for key, group in groups.items()
             if (line := group.annotations.get(QUEUE_STATUS_ANNOTATION)) is not None
         }
+        seen, self._seen = self._seen, frozenset(current)
         plan = plan_writes(
             current,
             self._written,
@@ -230,6 +241,7 @@ class QueueStatusWriter:
             lambda key: now - self._wrote_at.get(key, float("-inf")),
             (self.min_interval, self.max_writes),
             self.clock.wall(),
+            _Fresh(seen),
         )
         writes = [self._write(groups[w.key], w) for w in plan if w.key in groups]
         done = await asyncio.gather(*writes)
@@ -337,6 +349,19 @@ def _patcher(api: ApiClient) -> Patch:
         return await request_json(api, "PATCH", path, body=body, content_type=content_type)
 
     return patch
+
+
+class _Fresh:
+    """The gangs not in `seen` (the last pass's), asked per key: no set of the new ones is
+    built for a backlog of thousands."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, seen: frozenset[str]) -> None:
+        self.seen = seen
+
+    def __contains__(self, key: object) -> bool:
+        return key not in self.seen
 
 
 def _gang_of(pod: PodView) -> str:

@@ -44,6 +44,19 @@ def test_a_new_gang_is_written_and_an_unchanged_one_is_not() -> None:
     assert plan == [Write("ns/new", status(1))]
 
 
+def test_a_gang_the_last_pass_did_not_find_pending_is_not_written_yet() -> None:
+    statuses = {"ns/new": status(1), "ns/older": status(2)}
+    plan = plan_writes(statuses, {}, {}, never, (15.0, 20), NOW, fresh={"ns/new"})
+    assert plan == [Write("ns/older", status(2))]
+
+
+def test_a_fresh_gang_that_shows_a_line_is_still_compared_with_it() -> None:
+    shown = {"ns/a": message(status(7, UNSCHEDULABLE), NOW)}
+    statuses = {"ns/a": status(3, UNSCHEDULABLE)}
+    plan = plan_writes(statuses, {}, shown, never, (15.0, 20), NOW, fresh={"ns/a"})
+    assert plan == [Write("ns/a", status(3, UNSCHEDULABLE))]
+
+
 def test_a_group_written_less_than_the_interval_ago_waits() -> None:
     plan = plan_writes(
         {"ns/a": status(2)}, {"ns/a": status(1)}, {}, lambda key: 5.0, (15.0, 20), NOW
@@ -95,10 +108,32 @@ class Recorder:
         return {}
 
 
+async def test_a_gang_placed_before_the_next_pass_costs_no_write() -> None:
+    patch, clock = Recorder(), FakeClock()
+    writer = QueueStatusWriter(patch, clock, pass_interval=5.0)
+    groups = {"ns/a": group("a"), "ns/b": group("b")}
+    assert await writer.publish(lambda: {"ns/a": status(1), "ns/b": status(2)}, groups) == 0
+    clock.advance(5.0)
+    # a was placed meanwhile: nothing to add, nothing to remove; b waits on
+    assert await writer.publish(lambda: {"ns/b": status(1)}, groups) == 1
+    assert [path.rsplit("/", 1)[1] for path, _, _ in patch.calls] == ["b"]
+
+
+async def test_a_gang_that_left_the_queue_for_a_pass_waits_a_pass_again() -> None:
+    patch, clock = Recorder(), FakeClock()
+    writer = QueueStatusWriter(patch, clock, pass_interval=5.0)
+    groups = {"ns/a": group("a")}
+    await writer.publish(lambda: {"ns/a": status(1)}, groups)
+    await writer.publish(dict, groups)
+    assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 0
+    assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 1
+
+
 async def test_a_scheduler_plugins_group_gets_the_annotations_once() -> None:
     patch, clock = Recorder(), FakeClock()
     writer = QueueStatusWriter(patch, clock, min_interval=15.0)
     groups = {"ns/a": group("a")}
+    assert await writer.publish(lambda: {"ns/a": status(3)}, groups) == 0  # seen once
     assert await writer.publish(lambda: {"ns/a": status(3)}, groups) == 1
     path, body, kind = patch.calls[0]
     assert path == "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ns/podgroups/a"
@@ -120,9 +155,10 @@ async def test_a_scheduler_plugins_group_gets_the_annotations_once() -> None:
 async def test_an_upstream_group_also_gets_the_queued_condition_beside_its_own() -> None:
     patch = Recorder()
     writer = QueueStatusWriter(patch, FakeClock())
-    await writer.publish(
-        lambda: {"k8s:ns/a": status(1)}, {"k8s:ns/a": group("a", GangApi.KUBERNETES)}
-    )
+    for _ in range(2):  # the second pass that finds it pending writes it
+        await writer.publish(
+            lambda: {"k8s:ns/a": status(1)}, {"k8s:ns/a": group("a", GangApi.KUBERNETES)}
+        )
     path, body, kind = patch.calls[1]
     assert path == "/apis/scheduling.k8s.io/v1alpha2/namespaces/ns/podgroups/a/status"
     assert kind == "application/strategic-merge-patch+json"  # merged by type: others stay
@@ -136,7 +172,9 @@ async def test_a_failed_write_is_tried_again_on_the_next_pass() -> None:
     patch, clock = Recorder(fail=True), FakeClock()
     writer = QueueStatusWriter(patch, clock)
     groups = {"ns/a": group("a")}
+    await writer.publish(lambda: {"ns/a": status(1)}, groups)  # seen once: no write yet
     assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 0
+    assert patch.calls  # tried, and failed
     patch.fail = False
     assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 1
 
