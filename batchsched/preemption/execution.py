@@ -20,7 +20,7 @@ The rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
@@ -53,10 +53,18 @@ def backoff_s(attempts: int, first: float, cap: float) -> float:
 
 
 def eviction_order(
-    victims: Sequence[PodView], budgets: Sequence[DisruptionBudget]
+    victims: Sequence[PodView],
+    budgets: Sequence[DisruptionBudget],
+    nominated: Collection[str] = (),
 ) -> tuple[PodView, ...]:
-    """Purely computational: victims a budget covers first, otherwise as planned."""
-    return tuple(sorted(victims, key=lambda p: not any(b.covers(p) for b in budgets)))
+    """Purely computational: victims a budget covers first (a refusal then ends the plan
+    before anything was evicted), then those on the `nominated` nodes (the preemptors wait
+    for those only: the rest of a victim gang elsewhere goes after), otherwise as planned."""
+
+    def rank(victim: PodView) -> tuple[bool, bool]:
+        return not any(b.covers(victim) for b in budgets), victim.node_name not in nominated
+
+    return tuple(sorted(victims, key=rank))
 
 
 class Answer(Enum):

@@ -15,9 +15,9 @@ out a refusal, below):
      2. Once one eviction was accepted, every victim goes (`Execution`), even when the
      preemptor is placed early, deleted or gives up: failed evictions are tried again
      after a backoff (`expire` drives it);
-  4. while its evictions are made and its victims terminate, the preemptor's cycles wait
-     (parked, told how far they are: a cycle could only find the victims there); the last
-     victim's going sends it back, and it binds, or replans if it still does not fit;
+  4. while its evictions are made and its victims terminate, its cycles wait, parked (told
+     as each goes); the last on its nominated nodes going sends it back, and it binds, or
+     replans if it still does not fit (runtime/preemption_waits.py);
   5. a hold that outlives `hold_timeout_s` (victims that never terminate) is released.
 
 Holding the capacity (preemption_flight.py `InFlight`): each preemptor pod counts on its
@@ -54,6 +54,7 @@ from batchsched.runtime.preemption_evictions import Evictions, Evictor
 from batchsched.runtime.preemption_extenders import PreemptionAsking
 from batchsched.runtime.preemption_flight import InFlight, placeholders
 from batchsched.runtime.preemption_inputs import any_lower, live_request
+from batchsched.runtime.preemption_waits import VictimWatch
 from batchsched.snapshot import Snapshot
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class Preempting:
         self.refusals = Refusals()
         self.evictions = Evictions(live, evictor, self.refusals.forget, self._refused)
         self._by_pod: dict[str, str] = {}  # preemptor uid -> its flight's key
+        self.victims = VictimWatch(live)
         self.asking = PreemptionAsking(live, self._refused_by_extenders)  # preemptVerb
 
     @property
@@ -260,6 +262,7 @@ class Preempting:
         s = self.s
         now = s.clock.now()
         victims = plan.victim_pods()
+        order = eviction_order(victims, budgets, set(plan.placements.values()))
         flight = InFlight(
             key,
             max(p.priority for p in pods),
@@ -268,7 +271,7 @@ class Preempting:
             group,
             now + self.hold_timeout_s,
             placeholders(pods, plan.placements),
-            Execution(eviction_order(victims, budgets), now + self.hold_timeout_s),
+            Execution(order, now + self.hold_timeout_s),
         )
         self.flights[key] = flight
         # What its pods are told by this cycle: a waiting cycle tells them again only when
@@ -277,6 +280,7 @@ class Preempting:
         flight.told = f"preemption: {flight.progress(s.cache.snapshot)}"
         for pod in pods:
             self._by_pod[pod.uid] = key
+        self.victims.add(flight)
         flight.hold(s.cache.snapshot)
         s.metrics.preemption_victims.observe(len(victims))
         logger.info(
@@ -344,6 +348,7 @@ class Preempting:
             )
         )
         s.queue.move_all("PreemptionReleased")
+        s.queue.activate(p.uid for p in flight.preemptors)  # parked: no event moves them
 
     def _drop(self, key: str) -> InFlight | None:
         flight = self.flights.pop(key, None)
@@ -353,6 +358,7 @@ class Preempting:
         flight.unhold(self.s.cache.snapshot)
         for pod in flight.preemptors:
             self._by_pod.pop(pod.uid, None)
+        self.victims.drop(flight)
         return flight
 
     def _clear_nominations(self, flight: InFlight) -> None:
@@ -371,15 +377,9 @@ class Preempting:
         self.evictions.retry_due(now)
 
     def victim_gone(self, pod: PodView) -> None:
-        """A counted pod went: when it was the last victim of a plan, its preemptors are
-        tried at once rather than after their backoff."""
-        snapshot = self.s.cache.snapshot
-        for flight in self.flights.values():
-            victims = flight.plan.victim_pods()
-            if any(v.uid == pod.uid for v in victims):
-                if flight.terminated(snapshot) == len(victims):
-                    self.s.queue.activate(p.uid for p in flight.preemptors)
-                return
+        """A counted pod went: its preemptors, parked, are sent back when it made their
+        room, told how far their victims are otherwise (runtime/preemption_waits.py)."""
+        self.victims.gone(pod, self.flights)
 
     def pod_deleted(self, pod: PodView) -> None:
         """A pending pod was deleted: if it was preempting, its hold ends with it (a plan

@@ -93,11 +93,7 @@ class Evictions:
     async def _evict_one(self, flight: InFlight, victim: PodView) -> EvictionResult:
         if not await self._announce(flight, victim):
             return EvictionResult(EvictionOutcome.FAILED, "its Preempted Event failed")
-        flight.asking = True
-        try:
-            return await self.evictor.evict(victim.namespace, victim.name, victim.uid)
-        finally:
-            flight.asking = False
+        return await self.evictor.evict(victim.namespace, victim.name, victim.uid)
 
     def _undefer(self, flight: InFlight) -> None:
         """Its preemptors' cycles that waited are tried now if they wait no more (every victim

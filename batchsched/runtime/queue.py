@@ -110,7 +110,7 @@ class SchedulingQueue:
                 self._move(qp)
                 self._ready.set()
             else:
-                self._unschedulable[uid] = Timed(qp, parked.at)  # keeps its place in line
+                self._unschedulable[uid] = Timed(qp, parked.at, gated=parked.gated)  # same place
         else:
             self.add(new)
 
@@ -265,11 +265,14 @@ class SchedulingQueue:
 
     def park(self, qp: QueuedPod) -> None:
         """The pod was not tried (it waits for something of its own, e.g. the evictions of
-        its preemption plan): back to the pool, with no backoff, until an event or
-        `activate` sends it back."""
+        its preemption plan): back to the pool, with no backoff, until `activate` sends it
+        back. No cluster event moves it (a preemptor waiting for its victims was moved by
+        every pod deleted anywhere, 1500 in PreemptionBasic, only to be parked again); a
+        change to its own spec does, and so does the pool's timeout, in case the activation
+        it waits for never comes."""
         landed = self._land(qp)
         if landed is not None:
-            self._unschedulable[qp.pod.uid] = Timed(landed.qp, self._clock.now())
+            self._unschedulable[qp.pod.uid] = Timed(landed.qp, self._clock.now(), gated=True)
 
     def requeue_backoff(self, qp: QueuedPod) -> None:
         """The cycle or the binding failed with an error: retry after the pod's backoff."""
@@ -280,7 +283,8 @@ class SchedulingQueue:
         self._ready.set()
 
     def move_all(self, event: str) -> None:
-        """A cluster event that may make any parked pod schedulable: send them all back."""
+        """A cluster event that may make any parked pod schedulable: send them all back (but
+        those `park` keeps for `activate`)."""
         self.move_where(event, lambda pod: True)
 
     def move_where(self, event: str, helps: Callable[[PodView], bool]) -> int:
@@ -290,7 +294,7 @@ class SchedulingQueue:
         self._move_request_cycle = self._cycle
         if not self._unschedulable:
             return 0
-        moved = [t for t in self._unschedulable.values() if helps(t.qp.pod)]
+        moved = [t for t in self._unschedulable.values() if not t.gated and helps(t.qp.pod)]
         for timed in moved:
             del self._unschedulable[timed.qp.pod.uid]
             self._move(timed.qp)

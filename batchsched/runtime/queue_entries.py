@@ -81,6 +81,8 @@ class Timed:
     qp: QueuedPod
     at: float
     early: bool = False  # backing off after "no node fits", not an error: may leave early
+    # Parked for a wait of its own (`SchedulingQueue.park`): no cluster event moves it.
+    gated: bool = False
 
 
 @dataclasses.dataclass(slots=True)

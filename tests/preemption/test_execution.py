@@ -39,6 +39,17 @@ def test_victims_a_budget_covers_are_evicted_first_otherwise_as_planned() -> Non
     assert [p.name for p in order] == ["db", "a", "b"]
 
 
+def test_after_the_covered_victims_those_on_the_nominated_nodes_go_before_the_others() -> None:
+    # The preemptor waits for the room on its nominated nodes only: the rest of a victim
+    # gang elsewhere may go after it was placed.
+    elsewhere = pod("gang-0", 1, node="n0"), pod("gang-2", 1, node="n2")
+    nominated = pod("gang-1", 1, node="n1"), pod("gang-3", 1, node="n3")
+    covered = pod("db", 1, node="n2", labels={"app": "db"})
+    victims = (elsewhere[0], nominated[0], elsewhere[1], nominated[1], covered)
+    order = eviction_order(victims, [budget("db", 1, app="db")], {"n1", "n3"})
+    assert [p.name for p in order] == ["db", "gang-1", "gang-3", "gang-0", "gang-2"]
+
+
 def test_a_budget_is_exceeded_when_it_covers_more_victims_than_it_allows() -> None:
     covered = [pod(f"db-{i}", 1, node="n1", labels={"app": "db"}) for i in range(2)]
     within, short = budget("db", 2, app="db"), budget("db", 1, app="db")

@@ -146,6 +146,39 @@ def test_unschedulable_pods_are_flushed_after_five_minutes(
     assert queue.counts()["unschedulable"] == (0 if flushed else 1)
 
 
+def test_a_pod_parked_for_a_wait_of_its_own_moves_only_when_activated() -> None:
+    # A preemptor waiting for its victims: any pod's going would move it only to be parked
+    # again; its own victims' going activates it.
+    queue, clock = new_queue()
+    queue.add(make_pod("p").view())
+    queue.park(pop(queue))
+    park(queue, "q")  # no node fitted it: an event may help
+    queue.move_all("AssignedPodDelete")
+    clock.advance(10.0)
+    assert drain(queue) == ["q"]
+    assert queue.counts() == {**EMPTY, "unschedulable": 1}
+    queue.activate(["uid-default-p"])
+    assert drain(queue) == ["p"]
+
+
+@pytest.mark.parametrize(
+    ("change", "moved"),
+    [("spec", True), ("status", False)],
+    ids=["a change to its spec moves it", "a change to its status alone does not"],
+)
+def test_a_parked_pod_updated_while_it_waits(change: str, moved: bool) -> None:
+    queue, _ = new_queue()
+    pod = make_pod("p").view()
+    queue.add(pod)
+    queue.park(pop(queue))
+    new = (
+        make_pod("p").cpu("2").view() if change == "spec" else make_pod("p").phase("Pending").view()
+    )
+    queue.update(pod, new)
+    queue.move_all("AssignedPodDelete")  # still parked for its own wait, when not moved
+    assert (queue.pop_ready() is not None) is moved
+
+
 def test_the_flush_takes_only_pods_parked_long_enough() -> None:
     queue, clock = new_queue()
     park(queue, "old")
