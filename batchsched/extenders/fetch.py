@@ -37,7 +37,7 @@ from batchsched.extenders.protocol import (
     scaled,
 )
 from batchsched.extenders.settings import ExtenderSettings
-from batchsched.framework.batch import signature
+from batchsched.framework.signature import signature
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
 from batchsched.plugins.extenders import ExtenderVerdict

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import add, mul
 
@@ -73,39 +73,6 @@ NODE_LOCAL_PLUGINS = frozenset(
 
 FilterFn = Callable[[CycleState, PodView, NodeInfo], Status]
 ScoreFn = Callable[[CycleState, PodView, NodeInfo], int]
-
-
-def signature(pod: PodView) -> Hashable | None:
-    """What node-local plugins read of a pod, or None when the pod may not be batched."""
-    if (
-        pod.pod_affinity is not None
-        or pod.pod_anti_affinity is not None
-        or pod.spread_constraints
-        or pod.host_ports
-        or pod.resource_claims
-        or pod.node_name
-    ):
-        return None
-    key = (
-        pod.namespace,
-        pod.scheduler_name,
-        pod.priority,
-        pod.preemption_policy,
-        pod.requests,
-        pod.non_zero_milli_cpu,
-        pod.non_zero_memory,
-        tuple(sorted(pod.node_selector.items())),
-        pod.node_affinity,
-        pod.tolerations,
-        pod.images,
-        tuple(sorted(pod.annotations.items())),
-        tuple(sorted(pod.labels.items())),
-    )
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 class SignatureBatch:

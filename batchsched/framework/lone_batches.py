@@ -25,9 +25,10 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from batchsched.framework.batch import SignatureBatch, build_batch, signature
+from batchsched.framework.batch import SignatureBatch, build_batch
 from batchsched.framework.interfaces import VersionedScoring
 from batchsched.framework.runner import ProfileRunner, ScheduleResult
+from batchsched.framework.signature import signature
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Literal
 
-from batchsched.framework.batch import SignatureBatch, build_batch, signature
+from batchsched.framework.batch import SignatureBatch, build_batch
 from batchsched.framework.runner import (
     ProfileRunner,
     ScheduleResult,
     Within,
     num_feasible_nodes_to_find,
 )
+from batchsched.framework.signature import signature
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
 

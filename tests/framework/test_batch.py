@@ -8,12 +8,13 @@ from typing import ClassVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsched.framework.batch import build_batch, signature
+from batchsched.framework.batch import build_batch
 from batchsched.framework.cycle_state import CycleState
 from batchsched.framework.members import Batching, GangMembers
 from batchsched.framework.profile import Profile
 from batchsched.framework.registry import assemble_profile
 from batchsched.framework.runner import ProfileRunner, RunnerMark, Within
+from batchsched.framework.signature import signature
 from batchsched.framework.status import OK, Code, Status
 from batchsched.gang.core import GangRequest, schedule_gang
 from batchsched.gang.podgroup import parse_pod_group

@@ -10,9 +10,10 @@ from collections.abc import Hashable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsched.framework.batch import build_batch, signature
+from batchsched.framework.batch import build_batch
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
+from batchsched.framework.signature import signature
 from batchsched.model.pod import PodView
 from batchsched.plugins.extenders import ExtenderVerdict, with_extenders
 from batchsched.snapshot import Snapshot
