@@ -210,6 +210,10 @@ class Pool:
         lines.append("\r\n")
         return "".join(lines).encode("latin-1", "strict") + body
 
+    def idle_open(self) -> int:
+        """Idle connections not seen closed (yet)."""
+        return sum(1 for conn in self._idle if conn.usable)
+
     def close(self) -> None:
         for conn in self._idle:
             conn.close()

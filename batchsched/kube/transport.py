@@ -2,8 +2,8 @@
 
 The lean HTTP/1.1 pool (kube/http1.py) unless the client goes through a proxy (configured,
 or in the environment: aiohttp knows how to speak to one, the pool does not) or
-`BATCHSCHED_KUBE_TRANSPORT=aiohttp` asks for the old path (a fallback, and the baseline of
-`python -m batchsched.bench client`).
+`BATCHSCHED_KUBE_TRANSPORT=aiohttp` asks for the old path (a fallback, and the baseline the
+lean one is measured against).
 """
 
 from __future__ import annotations
