@@ -66,13 +66,12 @@ class InFlight:
 
     def room_made(self, snapshot: Snapshot) -> bool:
         """Whether every victim on a nominated node went (victims elsewhere, the rest of a
-        victim gang, may still be going): the preemptors' nodes have their room."""
+        victim gang, may still be going): the preemptors' nodes have their room. A plan
+        with no victim on a nominated node waits for all of them."""
         nominated = set(self.plan.placements.values())
-        return all(
-            snapshot.node_of(p.uid) is None
-            for p in self.plan.victim_pods()
-            if p.node_name in nominated
-        )
+        victims = self.plan.victim_pods()
+        there = [p for p in victims if p.node_name in nominated] or victims
+        return all(snapshot.node_of(p.uid) is None for p in there)
 
     def terminated(self, snapshot: Snapshot) -> int:
         return sum(1 for p in self.plan.victim_pods() if snapshot.node_of(p.uid) is None)

@@ -6,6 +6,8 @@ The world and builders are those of tests/runtime/test_preempting.py (fake clock
 
 from __future__ import annotations
 
+import pytest
+
 from tests.builders import make_node, make_pod
 from tests.runtime.test_preempting import FixedPlanner, full_node, high, low, world
 
@@ -89,3 +91,31 @@ async def test_a_preemptor_released_from_its_hold_is_tried_again_at_once() -> No
     assert w.scheduler.queue.counts()["active"] == 1
     w.run_queue()
     assert len(planner.requests) == 2  # it planned again
+
+
+@pytest.mark.parametrize(
+    ("victims_on", "room_after_first"),
+    [(("n1", "n2"), True), (("n2", "n2"), False)],
+    ids=[
+        "victims on the nominated node: room is made when they went, the rest may still go",
+        "no victim on the nominated node: room is made when all of them went",
+    ],
+)
+async def test_when_a_plan_has_made_its_room(
+    victims_on: tuple[str, str], room_after_first: bool
+) -> None:
+    victims = [low("v1", victims_on[0], gpus=8), low("v2", victims_on[1], gpus=8)]
+    w = world(FixedPlanner(victims, "n1"))
+    blocker = low("blocker", "n1", gpus=8, priority=2000)
+    full_node(w, [v for v in victims if v.node_name == "n1"] or [blocker], "n1")
+    full_node(w, [v for v in victims if v.node_name == "n2"], "n2")
+    w.pods.on_add(high("p"))
+    await w.settle()
+    (flight,) = w.preempting.flights.values()
+    snapshot = w.scheduler.cache.snapshot
+    assert not flight.room_made(snapshot)
+
+    w.pods.on_delete(victims[0])
+    assert flight.room_made(snapshot) is room_after_first
+    w.pods.on_delete(victims[1])
+    assert flight.room_made(snapshot)
