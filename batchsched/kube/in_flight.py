@@ -15,10 +15,11 @@ from batchsched.kube.api_errors import ApiUnavailable
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "limit_in_flight", "turn"]
 
-# Requests (not watches) in flight at once through a client made by `api_client`. aiohttp
-# speaks HTTP/1.1, so each request in flight holds a connection of its own, and each new
-# connection costs both ends a TLS handshake; kube-scheduler's client multiplexes over one
-# HTTP/2 connection. A burst of binds and Events waits here instead of opening hundreds.
+# Requests (not watches) in flight at once through a client made by `api_client`. Its pool
+# (kube/http1.py, or aiohttp's) speaks HTTP/1.1, so each request in flight holds a connection
+# of its own, and each new connection costs both ends a TLS handshake; kube-scheduler's
+# client multiplexes over one HTTP/2 connection. A burst of binds and Events waits here
+# instead of opening hundreds.
 DEFAULT_MAX_IN_FLIGHT: Final = 64
 
 _IN_FLIGHT: WeakKeyDictionary[ApiClient, asyncio.Semaphore] = WeakKeyDictionary()
