@@ -209,7 +209,6 @@ class Effects:
     ) -> None:
         live = self.live
         gang = live.gangs.waiting.get(group.key)
-        started_waiting = gang is None
         if gang is None:
             now = live.clock.now()
             gang = WaitingGang(now + live.gangs.timeout_of(group.key), since=now)
@@ -220,10 +219,10 @@ class Effects:
             gang.members.append(WaitingMember(batch[uid], decision.results[uid], reservation))
         live.observe("scheduled", runner, _since(started))
         live.gangs.dirty.add(group.key)
-        # Why it has not started yet: members are missing.
+        # Why it has not started yet: members are missing. The Waiting Event says it once the
+        # wait has lasted (GangWaits.announce): most gangs' last members are seconds behind
+        # the first, and an Event per such wait was an API write per gang for nothing.
         live.gangs.rejections[group.key] = NotStarted(decision.message, short_of_members=True)
-        if started_waiting:  # one Event when the wait starts, not one per arriving member
-            live.record(group_ref(group), "Normal", "Waiting", "Scheduling", decision.message)
 
     def _reject(
         self,

@@ -18,6 +18,10 @@ from batchsched.runtime.live import Live
 
 logger = logging.getLogger(__name__)
 
+# A gang waiting for members this long gets its Waiting Event; one whose last members arrive
+# sooner gets none (as its PodGroup gets no "Scheduling" status write: app_housekeeping.py).
+WAIT_EVENT_AFTER_S = 2.0
+
 
 def group_ref(group: PodGroupView) -> ObjectRef:
     """What Events about a gang are posted on: its PodGroup, in the API it came from; a Kueue
@@ -60,6 +64,20 @@ class GangWaits:
             self.release(gone, "the PodGroup was deleted")
         for key in gangs.newly_incomplete(self.live.cache.snapshot, now):
             self.report_incomplete(key)
+        self.announce(now)
+
+    def announce(self, now: float) -> None:
+        """One Waiting Event per wait that has lasted `WAIT_EVENT_AFTER_S`, saying why it
+        waits as the gang's last cycle said it (members missing)."""
+        gangs = self.live.gangs
+        for key, gang in gangs.waiting.items():
+            if gang.announced or now - gang.since < WAIT_EVENT_AFTER_S:
+                continue
+            gang.announced = True
+            group, held = gangs.group(key), gangs.rejections.get(key)
+            if group is not None and held is not None:
+                note = held.message
+                self.live.record(group_ref(group), "Normal", "Waiting", "Scheduling", note)
 
     def report_incomplete(self, key: str) -> None:
         """A gang left bound below minMember past its timeout: say so, once. Its missing

@@ -50,6 +50,7 @@ class WaitingMember:
 class WaitingGang:
     deadline: float  # monotonic; the reservations are released when it passes
     since: float = 0.0  # monotonic; when the first member was reserved
+    announced: bool = False  # its Waiting Event was posted (runtime/gang_waits.py)
     members: list[WaitingMember] = field(default_factory=list)
 
     def reservations(self) -> tuple[Reservation, ...]:

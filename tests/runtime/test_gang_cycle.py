@@ -63,6 +63,47 @@ async def test_members_wait_then_time_out_and_release_their_reservations() -> No
     assert scheduler.queue.counts()["backoff"] == 2
 
 
+def waiting_events(recorded: Recorded) -> list[tuple[str, str]]:
+    return [(key, note) for key, reason, note in recorded.events if reason == "Waiting"]
+
+
+async def test_a_gang_still_short_of_members_after_two_seconds_gets_one_waiting_event() -> None:
+    scheduler, pods, nodes, clock, recorded = setup(Binds())
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 3, timeout=60)
+    pods.on_add(make_pod("g-0").gpus(2).label(LABEL, "g").view())
+    run_queue(scheduler)
+    clock.advance(1.5)
+    pods.on_add(make_pod("g-1").gpus(2).label(LABEL, "g").view())
+    run_queue(scheduler)
+    scheduler.gang_waits.expire(clock.now())
+    await scheduler.drain()
+    assert waiting_events(recorded) == []  # 1.5 s: its members may be just behind
+    for _ in range(3):
+        clock.advance(1.0)
+        scheduler.gang_waits.expire(clock.now())
+    await scheduler.drain()
+    ((key, note),) = waiting_events(recorded)  # once per wait, with the latest reason
+    assert key == "default/g" and "2 of minMember 3" in note
+
+
+async def test_a_gang_whose_members_arrive_within_two_seconds_gets_no_waiting_event() -> None:
+    binds = Binds()
+    scheduler, pods, nodes, clock, recorded = setup(binds)
+    nodes.on_add(make_node("n1").gpus(8).view())
+    add_group(scheduler, "g", 3, timeout=60)
+    for i in range(3):
+        pods.on_add(make_pod(f"g-{i}").gpus(2).label(LABEL, "g").view())
+        run_queue(scheduler)  # each member's cycle: the first two wait at Permit
+        clock.advance(0.5)
+        scheduler.gang_waits.expire(clock.now())
+    clock.advance(5.0)
+    scheduler.gang_waits.expire(clock.now())
+    await scheduler.drain()
+    assert len(binds.bound) == 3
+    assert waiting_events(recorded) == []
+
+
 def incomplete_events(recorded: Recorded) -> list[str]:
     return [key for key, reason, _ in recorded.events if reason == "GangIncomplete"]
 
