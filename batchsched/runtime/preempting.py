@@ -133,22 +133,21 @@ class Preempting:
         flight = self.flights.get(key) if key is not None else None
         return flight.plan.placements.get(pod.uid) if flight is not None else None
 
-    # Holds
-
     @contextlib.contextmanager
     def lifted(self, key: str, priority: int) -> Iterator[None]:
         """For one cycle of `key` at `priority`: its own placeholders and those of lower
-        priority are not counted; every flight still in progress is held again after."""
-        for flight in self.flights.values():
-            if flight.key == key or flight.priority < priority:
-                flight.unhold(self.s.cache.snapshot)
+        priority are not counted; those still in flight are held again after (only these:
+        500 plans held, every cycle visited each of them twice)."""
+        snapshot = self.s.cache.snapshot
+        lifted = [f for f in self.flights.values() if f.key == key or f.priority < priority]
+        for flight in lifted:
+            flight.unhold(snapshot)
         try:
             yield
         finally:
-            for flight in self.flights.values():
-                flight.hold(self.s.cache.snapshot)
-
-    # PostFilter
+            for flight in lifted:
+                if self.flights.get(flight.key) is flight:
+                    flight.hold(snapshot)
 
     def post_filter(
         self,
