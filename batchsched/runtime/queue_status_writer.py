@@ -15,8 +15,10 @@ Written only when it changed enough (`queue_status.differs`), at most once per
 `min_interval` per group, at most `max_writes` per pass, the groups nearest the head first;
 a gang that leaves the queue has the annotations removed (and the condition set False). A
 gang is first written once two passes in a row found it pending (it has waited at least
-`pass_interval`): most gangs are placed within seconds, and writing their line only to remove
-it a moment later cost two PATCHes per gang and told nobody anything.
+`pass_interval`), and a gang not tried yet (Queued) only when its turn is more than
+`QUEUED_HORIZON_S` away at the rate gangs left the line since the last pass: most gangs are
+placed within seconds, and writing their line only to remove it a moment later cost two
+PATCHes per gang and told nobody anything.
 The three come from the scheduler config's `queueStatus` (docs/configuration.md).
 The statuses are computed once per pass, every `pass_interval` seconds, never per event,
 in steps: after `slice_s` of work the pass hands the event loop back (binding, watches, the
@@ -77,6 +79,7 @@ MIN_INTERVAL_S: Final = QueueStatusSettings().min_interval_per_group
 MAX_WRITES_PER_PASS: Final = QueueStatusSettings().max_groups_per_pass
 MAX_DUTY: Final = 0.02
 SLICE_S: Final = 0.01  # work between two turns given back to the event loop in a pass
+QUEUED_HORIZON_S: Final = 60.0  # a Queued gang whose turn is nearer gets no line
 # batchsched_queue_status_writes_total's outcomes
 WRITTEN: Final = "written"
 GONE: Final = "gone"  # 404 or 409: the PodGroup is gone, or a successor has its name
@@ -143,12 +146,14 @@ def plan_writes(
     limits: tuple[float, int],
     now: float,
     fresh: Container[str] = (),
+    near: int = 0,
 ) -> list[Write]:
     """What to write this pass. Purely computational. `written`: what this leader wrote;
     `shown`: the status line each group carries now (from the informer: after a failover,
     what the last leader wrote); `since_write`: seconds since this leader wrote the group;
-    `limits`: (min_interval, max_writes); `now`: wall seconds; `fresh`: gangs the last pass
-    did not find pending (nothing is written on them yet: most are placed before the next)."""
+    `limits`: (min_interval, max_writes); `now`: wall seconds. No first line for a gang in
+    `fresh` (the last pass did not find it pending: most are placed before the next one), nor
+    for a Queued one at a place up to `near` (the line reaches it within QUEUED_HORIZON_S)."""
     min_interval, max_writes = limits
     # (urgency, place, arrival order, key): Writes are made for the chosen few only, since a
     # backlog of thousands of unwritten gangs is a candidate on every pass.
@@ -162,7 +167,8 @@ def plan_writes(
         else:
             line = shown.get(key)  # None: nothing to compare, no message to format
             if line is None:
-                needed = key not in fresh
+                soon = new.reason == QUEUED and new.position <= near
+                needed = not soon and key not in fresh
             else:
                 needed = new.reason != QUEUED and line != message(new, now)
         if needed and since_write(key) >= min_interval:
@@ -203,6 +209,7 @@ class QueueStatusWriter:
         self._written: dict[str, QueueStatus] = {}
         self._wrote_at: dict[str, float] = {}  # key -> monotonic time of the last write
         self._seen: frozenset[str] = frozenset()  # the gangs the last pass found pending
+        self._last_pass = float("-inf")  # monotonic
         self._next_pass = float("-inf")
 
     def due(self) -> bool:
@@ -234,6 +241,10 @@ class QueueStatusWriter:
             if (line := group.annotations.get(QUEUE_STATUS_ANNOTATION)) is not None
         }
         seen, self._seen = self._seen, frozenset(current)
+        # The pace of the line: gangs that left it since the last pass, per second.
+        left = sum(1 for key in seen if key not in current)
+        pace = left / max(now - self._last_pass, self.pass_interval)
+        self._last_pass = now
         plan = plan_writes(
             current,
             self._written,
@@ -241,7 +252,8 @@ class QueueStatusWriter:
             lambda key: now - self._wrote_at.get(key, float("-inf")),
             (self.min_interval, self.max_writes),
             self.clock.wall(),
-            _Fresh(seen),
+            self._seen - seen,
+            int(pace * QUEUED_HORIZON_S),
         )
         writes = [self._write(groups[w.key], w) for w in plan if w.key in groups]
         done = await asyncio.gather(*writes)
@@ -349,19 +361,6 @@ def _patcher(api: ApiClient) -> Patch:
         return await request_json(api, "PATCH", path, body=body, content_type=content_type)
 
     return patch
-
-
-class _Fresh:
-    """The gangs not in `seen` (the last pass's), asked per key: no set of the new ones is
-    built for a backlog of thousands."""
-
-    __slots__ = ("seen",)
-
-    def __init__(self, seen: frozenset[str]) -> None:
-        self.seen = seen
-
-    def __contains__(self, key: object) -> bool:
-        return key not in self.seen
 
 
 def _gang_of(pod: PodView) -> str:

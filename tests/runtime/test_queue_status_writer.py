@@ -57,6 +57,16 @@ def test_a_fresh_gang_that_shows_a_line_is_still_compared_with_it() -> None:
     assert plan == [Write("ns/a", status(3, UNSCHEDULABLE))]
 
 
+def test_a_queued_gang_the_line_reaches_within_the_horizon_gets_no_line() -> None:
+    statuses = {
+        "ns/soon": status(30),
+        "ns/later": status(60),
+        "ns/refused": status(10, UNSCHEDULABLE),  # tried and refused: said at once
+    }
+    plan = plan_writes(statuses, {}, {}, never, (15.0, 20), NOW, near=50)
+    assert plan == [Write("ns/refused", status(10, UNSCHEDULABLE)), Write("ns/later", status(60))]
+
+
 def test_a_group_written_less_than_the_interval_ago_waits() -> None:
     plan = plan_writes(
         {"ns/a": status(2)}, {"ns/a": status(1)}, {}, lambda key: 5.0, (15.0, 20), NOW
@@ -112,10 +122,11 @@ async def test_a_gang_placed_before_the_next_pass_costs_no_write() -> None:
     patch, clock = Recorder(), FakeClock()
     writer = QueueStatusWriter(patch, clock, pass_interval=5.0)
     groups = {"ns/a": group("a"), "ns/b": group("b")}
-    assert await writer.publish(lambda: {"ns/a": status(1), "ns/b": status(2)}, groups) == 0
+    no = UNSCHEDULABLE  # tried and refused: the horizon for Queued gangs plays no part
+    assert await writer.publish(lambda: {"ns/a": status(1, no), "ns/b": status(2, no)}, groups) == 0
     clock.advance(5.0)
     # a was placed meanwhile: nothing to add, nothing to remove; b waits on
-    assert await writer.publish(lambda: {"ns/b": status(1)}, groups) == 1
+    assert await writer.publish(lambda: {"ns/b": status(1, no)}, groups) == 1
     assert [path.rsplit("/", 1)[1] for path, _, _ in patch.calls] == ["b"]
 
 
@@ -123,10 +134,26 @@ async def test_a_gang_that_left_the_queue_for_a_pass_waits_a_pass_again() -> Non
     patch, clock = Recorder(), FakeClock()
     writer = QueueStatusWriter(patch, clock, pass_interval=5.0)
     groups = {"ns/a": group("a")}
-    await writer.publish(lambda: {"ns/a": status(1)}, groups)
+    waiting = {"ns/a": status(1, UNSCHEDULABLE)}
+    await writer.publish(lambda: waiting, groups)
     await writer.publish(dict, groups)
-    assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 0
-    assert await writer.publish(lambda: {"ns/a": status(1)}, groups) == 1
+    assert await writer.publish(lambda: waiting, groups) == 0
+    assert await writer.publish(lambda: waiting, groups) == 1
+
+
+async def test_a_backlog_that_drains_within_the_horizon_gets_no_lines() -> None:
+    patch, clock = Recorder(), FakeClock()
+    writer = QueueStatusWriter(patch, clock, pass_interval=5.0)
+    groups = {f"ns/g{i}": group(f"g{i}") for i in range(100)}
+    await writer.publish(lambda: {f"ns/g{i}": status(i + 1) for i in range(100)}, groups)
+    clock.advance(5.0)
+    # 40 gangs left in 5 s: 8 a second, the other 60 are reached within 8 s
+    left = {f"ns/g{i}": status(i - 39) for i in range(40, 100)}
+    assert await writer.publish(lambda: left, groups) == 0
+    clock.advance(5.0)
+    # the line stopped: whoever is still Queued now gets its place
+    assert await writer.publish(lambda: left, groups) == 20
+    assert patch.calls[0][0].endswith("/g40")
 
 
 async def test_a_scheduler_plugins_group_gets_the_annotations_once() -> None:
