@@ -186,8 +186,13 @@ class Pool:
         return conn, False
 
     def _check_in(self, conn: Connection, keep_alive: bool) -> None:
+        now = time.monotonic()
+        # Reuse is LIFO, so the oldest idle ones sit at the bottom: close the expired there,
+        # rather than keep their sockets until the server drops them.
+        while self._idle and now - self._idle[0].idle_since > IDLE_S:
+            self._idle.pop(0).close()
         if keep_alive and conn.usable and len(self._idle) < MAX_IDLE:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = now
             self._idle.append(conn)
         else:
             conn.close()

@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 
+from batchsched.kube import http1
 from batchsched.kube.client import ApiUnavailable, request_json
 from batchsched.kube.http1 import Pool
 from batchsched.kube.transport import TRANSPORT_VARIABLE, lean_pool
@@ -132,3 +133,16 @@ async def test_a_client_behind_a_proxy_or_told_so_keeps_the_aiohttp_path(
     monkeypatch.setenv(TRANSPORT_VARIABLE, "http1")
     async with client.ApiClient(cfg) as lean:
         assert lean_pool(lean) is not None
+
+
+async def test_a_connection_idle_past_the_keep_alive_time_is_closed_not_reused(
+    served: tuple[Server, client.ApiClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, api = served
+    await request_json(api, "GET", "/a")
+    await request_json(api, "GET", "/b")
+    assert pool_of(api).opened == 1
+    monkeypatch.setattr(http1, "IDLE_S", 0.0)  # every idle connection is now too old
+    await request_json(api, "GET", "/c")
+    assert pool_of(api).opened == 2
+    assert pool_of(api).idle_open() == 1
