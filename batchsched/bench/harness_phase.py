@@ -28,6 +28,8 @@ from batchsched.kube.client import open_stream
 _WRITE_LINE: Final = re.compile(r"^apiserver_request_total\{(.*)\} (\S+)$")
 _LABEL: Final = re.compile(r'(\w+)="([^"]*)"')
 _WRITE_VERBS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"})
+WRITES_QUIET_S: Final = 1.0  # the API writes count is read again until this long unchanged
+WRITES_SETTLE_S: Final = 15.0  # ... or this long at most
 
 
 @dataclass
@@ -132,7 +134,7 @@ async def _measured(
         watching.cancel()
     writes: dict[str, int] = {}
     if count_writes:
-        after = await api_writes(api)
+        after = await settled_writes(api)
         writes = {k: n - writes_before.get(k, 0) for k, n in sorted(after.items())}
     positive = {k: n for k, n in writes.items() if n > 0}
     return Phase(watch, started, acted, ended, cpu, positive)
@@ -158,6 +160,23 @@ async def api_writes(api: ApiClient) -> dict[str, int]:
     finally:
         resp.release()
     return writes_by_resource(text)
+
+
+async def settled_writes(
+    api: ApiClient, quiet: float = WRITES_QUIET_S, limit: float = WRITES_SETTLE_S
+) -> dict[str, int]:
+    """`api_writes` once two reads `quiet` seconds apart agree (at most `limit` seconds): a
+    scheduler's Events trail its bindings, and a count taken at the last binding would leave
+    out a different share of them for each scheduler."""
+    deadline = time.monotonic() + limit
+    last = await api_writes(api)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(quiet)
+        now = await api_writes(api)
+        if now == last:
+            break
+        last = now
+    return last
 
 
 def writes_by_resource(metrics_text: str) -> dict[str, int]:
