@@ -41,6 +41,7 @@ class InFlight:
     evicting: bool = False  # an eviction task runs
     deferred: bool = False  # a preemptor's cycle waited for that task: try it when it ends
     told: str = ""  # the progress last told to its pods while their cycles waited
+    told_at: float = float("-inf")  # when progress was last told after the plan (monotonic)
     # Victims whose `Preempted` Event was posted: each is announced before its eviction.
     announced: set[str] = field(default_factory=set)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from batchsched.runtime.preemption_waits import NEWS_INTERVAL_S
 from tests.builders import make_node, make_pod
 from tests.runtime.test_preempting import FixedPlanner, full_node, high, low, world
 
@@ -69,10 +70,29 @@ async def test_a_waiting_preemptor_is_told_as_each_victim_goes_without_a_cycle()
     await w.scheduler.drain()
     assert w.told("p").endswith(", 1 of 3 terminated")
     assert w.notes("p", "FailedScheduling")[-1].endswith(", 1 of 3 terminated")
-    w.pods.on_delete(victims[1])
-    await w.scheduler.drain()
-    assert w.told("p").endswith(", 2 of 3 terminated")
     assert w.scheduler.live.counts.attempts == attempts  # no cycle: only the news
+
+
+async def test_after_the_first_victim_a_waiting_preemptor_is_told_once_per_interval() -> None:
+    # Victims evicted one after another often go within a second: a note (a status write and
+    # an Event) for each would say little more than the first.
+    victims = [low(f"v{i}", "n1", gpus=2) for i in range(4)]
+    w = world(FixedPlanner(victims, "n1"))
+    full_node(w, victims)
+    w.pods.on_add(high("p"))
+    await w.settle()
+
+    w.pods.on_delete(victims[0])
+    w.clock.advance(NEWS_INTERVAL_S - 0.5)
+    w.pods.on_delete(victims[1])  # too soon after the last note
+    await w.scheduler.drain()
+    assert w.notes("p", "FailedScheduling")[-1].endswith(", 1 of 4 terminated")
+    w.clock.advance(0.5)
+    w.pods.on_delete(victims[2])
+    await w.scheduler.drain()
+    notes = w.notes("p", "FailedScheduling")
+    assert len(notes) == 3  # the plan, 1 of 4, 3 of 4
+    assert notes[-1].endswith(", 3 of 4 terminated")
 
 
 async def test_a_preemptor_released_from_its_hold_is_tried_again_at_once() -> None:
