@@ -48,6 +48,7 @@ class Endpoint:
     """Where requests go: the client's host URL, TLS context and server name, parsed once."""
 
     def __init__(self, url: str, tls: ssl.SSLContext | None, server_name: str | None) -> None:
+        self.url = url
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"API server URL {url!r} is not http(s)://host[:port]")

@@ -37,17 +37,25 @@ def proxied() -> bool:
 def lean_pool(api: ApiClient) -> Pool | None:
     """The client's connection pool, made on first use; None: use aiohttp."""
     try:
-        return _POOLS[api]
+        pool = _POOLS[api]
     except KeyError:
-        pass
+        pool = _POOLS[api] = _new_pool(api)
+        return pool
+    if pool is not None and pool.endpoint.url != api.configuration.host:
+        # The host is read per request on aiohttp's path too: a client pointed elsewhere
+        # (a test cutting a leader off, a failover address) goes there from now on.
+        pool.close()
+        pool = _POOLS[api] = _new_pool(api)
+    return pool
+
+
+def _new_pool(api: ApiClient) -> Pool | None:
     rest = api.rest_client
-    pool = None
-    chosen = os.environ.get(TRANSPORT_VARIABLE, "http1")
-    if chosen != "aiohttp" and not rest.proxy and not proxied():
-        tls = _tls_context(api)
-        pool = Pool(Endpoint(str(api.configuration.host), tls, rest.server_hostname or None))
-        _close_with(api, pool)
-    _POOLS[api] = pool
+    if os.environ.get(TRANSPORT_VARIABLE, "http1") == "aiohttp" or rest.proxy or proxied():
+        return None
+    tls = _tls_context(api)
+    pool = Pool(Endpoint(str(api.configuration.host), tls, rest.server_hostname or None))
+    _close_with(api, pool)
     return pool
 
 

@@ -146,3 +146,13 @@ async def test_a_connection_idle_past_the_keep_alive_time_is_closed_not_reused(
     await request_json(api, "GET", "/c")
     assert pool_of(api).opened == 2
     assert pool_of(api).idle_open() == 1
+
+
+async def test_a_client_pointed_at_another_host_stops_using_the_old_connections(
+    served: tuple[Server, client.ApiClient],
+) -> None:
+    _, api = served
+    await request_json(api, "GET", "/a")
+    api.configuration.host = "http://127.0.0.1:9"  # nothing listens there
+    with pytest.raises(ApiUnavailable):
+        await request_json(api, "GET", "/b", timeout=5)
