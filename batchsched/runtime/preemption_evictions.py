@@ -23,7 +23,7 @@ ANSWERS: Final = {
     EvictionOutcome.REFUSED: Answer.REFUSED,
     EvictionOutcome.FAILED: Answer.FAILED,
 }
-# Evictions (each with its Preempted Event) in flight at once, over all plans: kube-scheduler
+# Plans evicting at once (each one victim at a time, its Preempted Event first): kube-scheduler
 # deletes a plan's victims with 16 workers. Unbounded, 500 plans made within seconds sent
 # ~500 POSTs together and the API server answered hundreds only after the 30 s timeout
 # (PreemptionBasic on the loaded 2-core box); the preemptors wait parked meanwhile.
@@ -65,19 +65,22 @@ class Evictions:
                 self.live.spawn(self._evict(flight))
 
     async def _evict(self, flight: InFlight) -> None:
-        """Evict the victims that are due, one at a time (one such task per plan)."""
+        """Evict the victims that are due, one at a time (one such task per plan), the plan
+        holding its slot from the first to the last: taken per victim, 500 plans made
+        within seconds queued each victim behind every other plan's, so each plan's last
+        victim went, and its preemptor bound, only at the end of the storm."""
         if flight.evicting:
             return
         flight.evicting = True
         execution = flight.execution
         try:
-            while (victim := execution.next_victim(self.live.clock.now())) is not None:
-                if self.live.cache.snapshot.node_of(victim.uid) is None:
-                    execution.went([victim.uid])  # deleted meanwhile: nothing to evict
-                    continue
-                async with self._slots:
+            async with self._slots:
+                while (victim := execution.next_victim(self.live.clock.now())) is not None:
+                    if self.live.cache.snapshot.node_of(victim.uid) is None:
+                        execution.went([victim.uid])  # deleted meanwhile: nothing to evict
+                        continue
                     result = await self._evict_one(flight, victim)
-                self._answered(flight, victim, result)
+                    self._answered(flight, victim, result)
         finally:
             flight.evicting = False
             self._undefer(flight)
