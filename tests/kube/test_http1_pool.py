@@ -156,3 +156,20 @@ async def test_a_client_pointed_at_another_host_stops_using_the_old_connections(
     api.configuration.host = "http://127.0.0.1:9"  # nothing listens there
     with pytest.raises(ApiUnavailable):
         await request_json(api, "GET", "/b", timeout=5)
+
+
+async def test_a_garbled_answer_is_unavailable_with_what_was_wrong_in_the_message() -> None:
+    async def garble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 OK 200\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+
+    server = await asyncio.start_server(garble, "127.0.0.1", 0)
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with client.ApiClient(cfg) as api:
+            with pytest.raises(ApiUnavailable, match="malformed status line b'HTTP/1\\.1 OK 200'"):
+                await request_json(api, "GET", "/a", timeout=5)
+    finally:
+        server.close()
