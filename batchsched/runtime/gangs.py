@@ -247,8 +247,10 @@ class GangTracker:
             "succeeded": succeeded,
             "failed": failed,
         }
-        if scheduled and wall is not None:
-            self.schedule_start.setdefault(key, wall)
+        if scheduled and wall is not None and key not in self.schedule_start:
+            # A start the object shows (a former leader wrote it) stands: a new leader's own
+            # time would rewrite every started gang's status on a failover.
+            self.schedule_start[key] = _wall_of(group.recorded_start) or wall
         if key in self.schedule_start:
             status["scheduleStartTime"] = rfc3339(self.schedule_start[key])
         return status
@@ -327,3 +329,11 @@ class GangTracker:
 
 def rfc3339(wall: float) -> str:
     return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _wall_of(text: str) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time; None when empty or unreadable."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None

@@ -104,6 +104,28 @@ async def test_a_gang_whose_members_arrive_within_two_seconds_gets_no_waiting_ev
     assert waiting_events(recorded) == []
 
 
+def test_a_new_leader_keeps_the_schedule_start_time_the_group_shows() -> None:
+    scheduler, pods, nodes, _, _ = setup(Binds())
+    nodes.on_add(make_node("n1").gpus(8).view())
+    shown = {"phase": "Scheduled", "scheduled": 2, "scheduleStartTime": "2026-11-27T05:00:00Z"}
+    scheduler.gangs.on_add(
+        parse_pod_group(
+            {
+                "metadata": {"name": "g", "namespace": "default", "uid": "pg-g"},
+                "spec": {"minMember": 2},
+                "status": shown,
+            }
+        )
+    )
+    for i in range(2):
+        pods.on_add(bound(f"g-{i}", "n1", "Pending"))
+    status = scheduler.gangs.status_of("default/g", scheduler.cache.snapshot, 1_900_000_000.0)
+    # its own clock would say 2030: the start the former leader wrote stands, so the status
+    # the object shows is not rewritten on a failover
+    assert status["scheduleStartTime"] == "2026-11-27T05:00:00Z"
+    assert (status["phase"], status["scheduled"]) == ("Scheduled", 2)
+
+
 def incomplete_events(recorded: Recorded) -> list[str]:
     return [key for key, reason, _ in recorded.events if reason == "GangIncomplete"]
 
