@@ -2,7 +2,7 @@
 `... bench e2e --nodes 500 --pods 5000`, `... bench trace --seeds 42-51 --out results.json`,
 `... bench kueue`, `... bench chaos --nodes 200 --gangs 1000 --kills 10`, `... bench topology`,
 `... bench topology-e2e --racks 64`, `... bench extender --nodes 16 --pods 64`,
-`... bench place-dump --nodes 1500 --pods 60000`."""
+`... bench place-dump --nodes 1500 --pods 60000`, `... bench server-cost`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from batchsched.bench import (
     place_dump,
     preemption_core,
     queues_kueue,
+    server_cost,
     topology,
     trace,
 )
@@ -50,6 +51,7 @@ def main() -> int:
     fuzz.add_parser(commands)
     chaos.add_parser(commands)
     extender.add_parser(commands)
+    server_cost.add_parser(commands)
     args = parser.parse_args()
     return int(args.run(args))
 

@@ -27,12 +27,13 @@ from typing import Final
 from urllib.parse import quote, urlsplit
 
 from batchsched.kube.http1_parse import ProtocolError, Response, ResponseParser
+from batchsched.kube.in_flight import DEFAULT_MAX_IN_FLIGHT
 from batchsched.kube.throttle import IDEMPOTENT_METHODS
 
 __all__ = ["Connection", "Endpoint", "Pool", "ProtocolError", "Response", "StaleConnection"]
 
 IDLE_S: Final = 15.0
-MAX_IDLE: Final = 64
+MAX_IDLE: Final = DEFAULT_MAX_IN_FLIGHT  # a burst's connections are kept for the next burst
 # What a request target may hold unquoted (RFC 3986 pchar, "/" and "?"): anything else is
 # percent-encoded, as aiohttp's URL handling would.
 _SAFE_TARGET: Final = frozenset(

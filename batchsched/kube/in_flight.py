@@ -19,8 +19,10 @@ __all__ = ["DEFAULT_MAX_IN_FLIGHT", "limit_in_flight", "turn"]
 # (kube/http1.py, or aiohttp's) speaks HTTP/1.1, so each request in flight holds a connection
 # of its own, and each new connection costs both ends a TLS handshake; kube-scheduler's
 # client multiplexes over one HTTP/2 connection. A burst of binds and Events waits here
-# instead of opening hundreds.
-DEFAULT_MAX_IN_FLIGHT: Final = 64
+# instead of opening hundreds. The scheduler keeps up to 96 binds and 96 Events in flight
+# (runtime/event_sender.py says why); the rest is room for status writes, evictions and the
+# Lease, which must not wait behind a burst of binds.
+DEFAULT_MAX_IN_FLIGHT: Final = 224
 
 _IN_FLIGHT: WeakKeyDictionary[ApiClient, asyncio.Semaphore] = WeakKeyDictionary()
 

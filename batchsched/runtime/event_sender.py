@@ -29,11 +29,15 @@ __all__ = ["EVENT_BUFFER", "EVENT_SENDERS", "EventSender"]
 logger = logging.getLogger(__name__)
 
 EVENT_BUFFER: Final = 1000  # client-go's maxQueuedEvents
-# Requests in flight for Events: as many as binds (runtime/scheduler.py bind_concurrency).
+# Requests in flight for Events, and for binds (runtime/scheduler.py: BINDS_IN_FLIGHT is this).
 # An API server short of CPU serves the requests in flight about alike, so each kind goes
 # at the pace of its share of them: with 8 senders beside 64 binds, a backlog of 5000 pods
-# outran its Scheduled Events and 3500 of them were dropped on a loaded box.
-EVENT_SENDERS: Final = 32
+# outran its Scheduled Events and 3500 of them were dropped on a loaded box. Many writes in
+# flight are also cheaper for the server: etcd commits what arrives together in one batch.
+# `python -m batchsched.bench server-cost` on the 2-core box (docs/benchmarks.md, "Binds and
+# Events in flight"): etcd CPU per Event POST 0.53-0.60 ms with 4 in flight, 0.25-0.27 with
+# 32, 0.17-0.19 with 96, 0.13-0.15 with 256; the API server's 1.75, 1.50, 1.34, 1.34 (medians).
+EVENT_SENDERS: Final = 96
 # On shutdown, how long buffered Events may still take before the rest are dropped: an API
 # server that stopped answering must not hold the process for each Event's own timeout.
 DRAIN_GRACE_S: Final = 5.0

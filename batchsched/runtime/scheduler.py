@@ -34,6 +34,7 @@ from batchsched.runtime.app_extenders import close_extenders, extender_set
 from batchsched.runtime.backfill_waits import BackfillWaits
 from batchsched.runtime.binding import Binding
 from batchsched.runtime.effects import Effects
+from batchsched.runtime.event_sender import EVENT_SENDERS
 from batchsched.runtime.gang_waits import GangWaits
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.live import CycleCounts, Live, PostFilter, Recorder, StatusWriter
@@ -45,6 +46,10 @@ from batchsched.tenants import TenantLayer
 __all__ = ["CycleCounts", "Recorder", "Scheduler", "StatusWriter"]
 
 logger = logging.getLogger(__name__)
+
+# Binds in flight at once: as many as Event senders, so Scheduled Events keep pace with binds
+# (the reasons and figures are in runtime/event_sender.py).
+BINDS_IN_FLIGHT = EVENT_SENDERS
 
 # Rounds of asking the extenders before a cycle (gang members arriving during the last one).
 ASK_ROUNDS = 3
@@ -62,7 +67,7 @@ class Scheduler:
         clock: Clock,
         *,
         seed: int = 0,
-        bind_concurrency: int = 32,  # as many as Event senders (runtime/event_sender.py)
+        bind_concurrency: int = BINDS_IN_FLIGHT,
         gangs: GangTracker | None = None,
         tenants: TenantLayer | None = None,
         backfill: LiveBackfill | None = None,
