@@ -12,10 +12,8 @@ from collections.abc import Callable, Sequence
 from importlib import metadata, resources
 from pathlib import Path
 
-from batchsched.cluster_file import ClusterFileError, load_cluster, skipped_text
-from batchsched.expected_runtime import human_duration
 from batchsched.runtime.extender_command import add_extender_parser, run_extender
-from batchsched.whatif import DeviceObjects, WhatIfResult, devices_text, place_pending
+from batchsched.views.commands import add_view_parsers
 
 EXIT_BAD_INPUT = 2
 
@@ -36,9 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchsched", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    from batchsched.views.live import add_view_parsers  # live views: queue, explain, gpus
-
-    add_view_parsers(commands)
+    add_view_parsers(commands)  # live views: queue, explain, gpus
     place = commands.add_parser(
         "place",
         help="what-if: where would the pending pods go on this cluster?",
@@ -265,10 +261,15 @@ class JsonFormatter(logging.Formatter):
 
 
 def run_place(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: `batchsched run` builds the same parser and would pay
+    # for the cluster file reader (DRA, CEL) and the what-if driver at start-up (issue #17).
+    from batchsched.cluster_file import ClusterFileError, load_cluster, skipped_text
     from batchsched.config import ConfigError, default_config, load_config
     from batchsched.sim.nrt_topologies import measured_topologies
     from batchsched.sim.progress import Progress
     from batchsched.views.place_tenants import what_if_tenants
+    from batchsched.views.place_text import render
+    from batchsched.whatif import DeviceObjects, place_pending
     from queues.config import load_quota_file
 
     cluster = args.cluster
@@ -327,30 +328,6 @@ def _stderr_note(command: str, quiet: bool) -> Callable[[str], None]:
             print(f"batchsched {command}: {line}", file=sys.stderr, flush=True)
 
     return note
-
-
-def render(result: WhatIfResult, output: str) -> str:
-    if output == "json":
-        return json.dumps(result.to_json(), indent=2, sort_keys=True)
-    rows = [("POD", "NODE", "REASON")]
-    for key in result.order:
-        rows.append((key, result.placements[key] or "<none>", result.reasons.get(key, "")))
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    lines = []
-    for r in rows:
-        lines.append(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip())
-        for claim, ids in result.claims.get(r[0], {}).items():
-            lines.append(f"  claim {claim}: {devices_text(ids)}")
-    placed = sum(1 for v in result.placements.values() if v)
-    lines.append(f"\n{placed}/{len(result.placements)} pending pods placed")
-    if result.estimates:
-        lines.append("\nESTIMATED START (from running pods' expected runtimes)")
-        for key, seconds in result.estimates.items():
-            when = "never (not even once every pod of known runtime ends)"
-            if seconds is not None:
-                when = f"in {human_duration(seconds)}"
-            lines.append(f"{key:<{widths[0]}}  {when}")
-    return "\n".join(lines)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
