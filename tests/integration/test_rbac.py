@@ -18,10 +18,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from batchsched.kube.client import MERGE_PATCH, ApiError, request_json
+from batchsched.kube.client import MERGE_PATCH, ApiError, open_stream, request_json
 from gpu.agent import PublishError
 from gpu.agent_cli import KubePublisher
 from tests.builders import make_node
@@ -37,9 +38,11 @@ WORKLOADS = "ml-research"  # any namespace: the scheduler's rights there are clu
 MANIFESTS = (
     "deploy/namespace.yaml",
     "deploy/scheduler/rbac.yaml",
+    "deploy/scheduler/flowschema.yaml",
     "deploy/agent/rbac.yaml",
     "deploy/agent/admission-policy.yaml",
 )
+FLOW_CONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 RBAC_SYNC_S = 30.0  # the authorizer and the policy plugin see new objects through informers
 
 
@@ -412,3 +415,35 @@ async def test_the_schedulers_token_is_refused_secrets(
     for err in (everywhere, own):
         assert err is not None and err.status == 403
         assert 'cannot list resource "secrets"' in err.message
+
+
+async def classification(api: client.ApiClient) -> tuple[str | None, str | None]:
+    """The FlowSchema and priority level the API server put a request of `api` in, from the
+    answer headers API Priority and Fairness adds."""
+    resp = await open_stream(api, "/version", [], aiohttp.ClientTimeout(30))  # anyone may
+    try:
+        headers = resp.headers
+        pair = headers.get("X-Kubernetes-PF-FlowSchema-UID")
+        return pair, headers.get("X-Kubernetes-PF-PriorityLevel-UID")
+    finally:
+        resp.release()
+
+
+async def test_the_schedulers_requests_queue_at_kube_schedulers_priority_level(
+    installed: ControlPlane, identities: Identities, api: client.ApiClient
+) -> None:
+    schema: Any = await request_json(api, "GET", f"{FLOW_CONTROL}/flowschemas/batchsched-scheduler")
+    level: Any = await request_json(
+        api, "GET", f"{FLOW_CONTROL}/prioritylevelconfigurations/workload-high"
+    )
+    wanted = (schema["metadata"]["uid"], level["metadata"]["uid"])
+    async with as_token(installed, identities.scheduler) as scheduler:
+
+        async def classified() -> bool:
+            return await classification(scheduler) == wanted
+
+        # The API server's classifier sees a new FlowSchema through an informer.
+        await wait_for(classified, RBAC_SYNC_S, "the scheduler's requests in its FlowSchema")
+    async with as_token(installed, identities.unbound) as agent:
+        other = await classification(agent)
+    assert other[0] is not None and other[0] != wanted[0]  # only the scheduler's identity
