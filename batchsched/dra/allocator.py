@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from batchsched.dra.cel import CelError, CelEvalError, compile_selector
+from batchsched.dra.cel_values import CelError, CelEvalError
 from batchsched.dra.device import AttributeValue, Device, DeviceId
 from batchsched.dra.objects import (
     ALL,
@@ -112,6 +112,10 @@ class Matcher:
         found = self._verdicts.get(key)
         if found is not None and found[0] is device:
             return found[1]
+        # Imported on a verdict's first need, not at the top: the CEL engine (celpy, lark) costs
+        # ~0.1 s of every start-up (issue #17) and most clusters have no DRA selectors.
+        from batchsched.dra.cel import compile_selector
+
         try:
             verdict = compile_selector(expression).matches(device)
         except (CelError, CelEvalError) as err:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import TypeVar
 
-from batchsched.dra.cel import parse_semver
+from batchsched.dra.cel_values import parse_semver
 from batchsched.dra.device import AttributeValue, Device, Version, qualified
 from batchsched.dra.objects import (
     ALL,

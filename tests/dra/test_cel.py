@@ -8,14 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchsched.dra.cel import (
-    MAX_EXPRESSION_LENGTH,
-    CelError,
-    CelEvalError,
-    compile_selector,
-    parse_quantity,
-    parse_semver,
-)
+from batchsched.dra.cel import MAX_EXPRESSION_LENGTH, compile_selector
+from batchsched.dra.cel_values import CelError, CelEvalError, parse_quantity, parse_semver
 from batchsched.dra.device import AttributeValue, Device, Version
 
 GI = 2**30
