@@ -13,7 +13,14 @@ from collections.abc import Mapping
 
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.kube.client import ApiError, ApiUnavailable, NotLeading, micro_time, request_json
+from batchsched.kube.client import (
+    ApiError,
+    ApiUnavailable,
+    NotLeading,
+    micro_time,
+    request_json,
+    request_unread,
+)
 from batchsched.kube.events import REPORTING_CONTROLLER, EventRecorder, ObjectRef
 from batchsched.kube.pod_status import PodStatusWriter, pod_path
 
@@ -65,7 +72,8 @@ class KubeBinder:
         }
         path = f"{pod_path(namespace, name)}/binding"
         try:
-            await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
+            # The answer is a Status saying it worked: not decoded.
+            await request_unread(self._api, "POST", path, body=body, timeout=self._timeout)
         except ApiError as err:
             if err.status >= 500 and await self._bound_anyway(namespace, name, uid, node_name):
                 return

@@ -27,7 +27,7 @@ from batchsched.kube.client import (
     ApiUnavailable,
     NotLeading,
     micro_time,
-    request_json,
+    request_unread,
 )
 from batchsched.kube.pod_status import remember
 from batchsched.model.pod import PodView
@@ -186,7 +186,7 @@ class EventRecorder:
         }
         path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events"
         try:
-            await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
+            await request_unread(self._api, "POST", path, body=body, timeout=self._timeout)
         except (ApiError, ApiUnavailable) as err:
             if isinstance(err, ApiError) and err.status == 409:
                 return True  # an earlier try whose answer was lost created it
@@ -208,7 +208,7 @@ class EventRecorder:
         patch = {"series": {"count": count, "lastObservedTime": micro_time(self._clock.wall())}}
         path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}"
         try:
-            await request_json(
+            await request_unread(
                 self._api,
                 "PATCH",
                 path,

@@ -17,7 +17,7 @@ from enum import Enum
 
 from kubernetes_asyncio.client import ApiClient
 
-from batchsched.kube.client import ApiError, ApiUnavailable, request_json
+from batchsched.kube.client import ApiError, ApiUnavailable, request_unread
 
 __all__ = ["EvictionOutcome", "EvictionResult", "KubeEvictor"]
 
@@ -59,7 +59,7 @@ class KubeEvictor:
         }
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
         try:
-            await request_json(self._api, "POST", path, body=body, timeout=self._timeout)
+            await request_unread(self._api, "POST", path, body=body, timeout=self._timeout)
         except ApiError as err:
             return _classify(err)
         except ApiUnavailable as err:

@@ -17,7 +17,7 @@ from batchsched.kube.client import (
     ApiError,
     ApiUnavailable,
     NotLeading,
-    request_json,
+    request_unread,
     rfc3339,
 )
 from batchsched.model.pod import PodView
@@ -209,7 +209,7 @@ class PodStatusWriter:
         # immutable) instead of receiving another pod's verdict.
         patch = {"metadata": {"uid": pod.uid}, "status": status}
         try:
-            await request_json(
+            await request_unread(
                 self._api,
                 "PATCH",
                 path,

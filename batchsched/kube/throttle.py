@@ -1,4 +1,5 @@
-"""Client-side flow control for API requests: a token bucket and Retry-After handling.
+"""Client-side flow control for API requests: a token bucket, Retry-After handling, and
+the reconnect backoff of watches.
 
 kube-scheduler's client (client-go) sends every request through a token bucket of `qps`
 tokens a second holding at most `burst` (KubeSchedulerConfiguration `clientConnection`,
@@ -10,6 +11,7 @@ retrying an answer. kube/client.py does the waiting.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -19,6 +21,7 @@ from weakref import WeakKeyDictionary
 __all__ = [
     "DEFAULT_BURST",
     "DEFAULT_QPS",
+    "Backoff",
     "RetryPolicy",
     "Throttle",
     "TokenBucket",
@@ -145,3 +148,29 @@ def limit_requests(api: object, throttle: Throttle) -> None:
 
 def throttle_of(api: object) -> Throttle | None:
     return _THROTTLES.get(api)
+
+
+class Backoff:
+    """Exponential reconnect delays with jitter, so replicas don't reconnect in lockstep."""
+
+    def __init__(
+        self,
+        rng: random.Random,
+        initial: float = 0.2,
+        maximum: float = 30.0,
+        jitter: float = 0.5,
+    ) -> None:
+        self._rng = rng
+        self._initial = initial
+        self._maximum = maximum
+        self._jitter = jitter
+        self._failures = 0
+
+    def next_delay(self) -> float:
+        """Between (1 - jitter) and 1 times initial * 2**failures, capped at maximum."""
+        ceiling = min(self._maximum, self._initial * 2.0 ** min(self._failures, 64))
+        self._failures += 1
+        return ceiling * (1.0 - self._jitter * self._rng.random())
+
+    def reset(self) -> None:
+        self._failures = 0

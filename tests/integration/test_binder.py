@@ -256,16 +256,15 @@ async def test_a_binding_whose_answer_is_lost_is_read_back_before_it_counts_as_f
 
     await create_node(api, make_node("lost-n1"))
     pod = await pending_pod(api, "lost-answer")
-    real = binder_module.request_json
+    real = binder_module.request_unread
 
-    async def answer_lost(*args: object, **kwargs: object) -> dict[str, object]:
-        if args[1] == "POST":
-            if applied:
-                await real(*args, **kwargs)  # type: ignore[arg-type]
-            raise ApiUnavailable("POST .../binding: ServerDisconnectedError")
-        return await real(*args, **kwargs)  # type: ignore[arg-type]
+    async def answer_lost(*args: object, **kwargs: object) -> None:
+        if applied:
+            await real(*args, **kwargs)  # type: ignore[arg-type]
+        raise ApiUnavailable("POST .../binding: ServerDisconnectedError")
 
-    monkeypatch.setattr(binder_module, "request_json", answer_lost)
+    # The Binding goes out unread; the read-back (a GET through request_json) is real.
+    monkeypatch.setattr(binder_module, "request_unread", answer_lost)
     monkeypatch.setattr(binder_module, "BIND_CHECK_PAUSE_S", 0.01)
     binder = KubeBinder(api)
     if applied:
