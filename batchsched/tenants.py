@@ -53,7 +53,7 @@ class _Counted:
 
 
 @dataclass(frozen=True, slots=True)
-class _Demand:  # a pod's demand and the objects (a bound copy shares them) it came from
+class _Demand:  # a pod's demand and what it was computed from
     requests: Resources
     annotations: Mapping[str, str]
     product: str | None
@@ -328,16 +328,18 @@ class TenantLayer:
 
     def _demand(self, pod: PodView, product: str | None) -> dict[str, int]:
         """`pod_demand`, remembered per pod while its requests, annotations and node's GPU
-        model stay the same objects (not for pods with DRA claims: their devices change)."""
+        model stay the same (not for pods with DRA claims: their devices change). Compared by
+        value, not identity: the watch's confirmation of a bind is a fresh parse with equal
+        requests and annotations, and an in-place resize is a new, unequal `requests`."""
         devices = self._devices(pod)
         if devices:
             return pod_demand(pod, product, devices)
         known = self._demands.get(pod.uid)
         if (
             known is not None
-            and known.requests is pod.requests
-            and known.annotations is pod.annotations
             and known.product == product
+            and known.requests == pod.requests
+            and known.annotations == pod.annotations
         ):
             return known.demand
         demand = pod_demand(pod, product)

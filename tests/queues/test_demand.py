@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from queues.demand import PRODUCT_LABEL, capacity_of, gang_demand, gpus, pod_demand
+from batchsched.model.resources import Resources
+from queues.demand import PRODUCT_LABEL, _resources, capacity_of, gang_demand, gpus, pod_demand
 from queues.model import GPU, flavor_key
 from tests.builders import PodBuilder, make_node, make_pod
 
@@ -105,3 +108,26 @@ def test_capacity_counts_gpus_overall_and_per_model_from_the_product_label() -> 
     assert capacity["cpu"] == 5 * 4000
     assert capacity["memory"] == 5 * 32 * GI
     assert "pods" not in capacity
+
+
+amounts = st.integers(0, 2**40)
+
+
+@given(
+    amounts,
+    amounts,
+    amounts,
+    amounts,
+    st.dictionaries(
+        st.sampled_from(["nvidia.com/gpu", "b.io/x", "a.io/y", "hugepages-2Mi"]), amounts
+    ),
+)
+def test_a_pod_s_resources_count_each_non_zero_amount_but_pods_in_the_names_order(
+    cpu: int, memory: int, storage: int, pods: int, scalar: dict[str, int]
+) -> None:
+    requests = Resources(cpu, memory, storage, pods, scalar)
+    # What it was before issue #17 made it read the fields directly.
+    expected = {name: requests.get(name) for name in requests.names() if name != "pods"}
+    got = _resources(requests)
+    assert got == expected
+    assert list(got) == list(expected)
