@@ -10,11 +10,6 @@ import ssl
 import tempfile
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 __all__ = ["ServingCert", "peer_identity", "self_signed", "server_context"]
 
 _VALID_FOR = datetime.timedelta(days=365)
@@ -33,6 +28,13 @@ def self_signed(cert_dir: Path | None, host: str) -> ServingCert:
     127.0.0.1 and `host` as subject alternative names), written to `cert_dir` (a new
     temporary folder when None): clients that do not pin it use insecureSkipVerify, as
     Prometheus does for kube-scheduler's self-signed certificate."""
+    # Imported here: cryptography costs ~45 ms of start-up (issue #17), and only a secure port
+    # without --tls-cert-file needs it (the Helm chart passes one; the benches serve none).
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     folder = cert_dir if cert_dir is not None else Path(tempfile.mkdtemp(prefix="batchsched-"))
     folder.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
