@@ -28,9 +28,10 @@ class Recorded:
 
     async def record(
         self, regarding: PodView | ObjectRef, type_: str, reason: str, action: str, note: str
-    ) -> None:
+    ) -> bool | None:  # as kube/events.py's EventSink; a subclass may refuse (False)
         key = f"{regarding.namespace}/{regarding.name}"
         self.events.append((key, reason, note))
+        return None
 
 
 class Binds:
