@@ -10,6 +10,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+from batchsched import cli
+
 # Imported by `batchsched run` before its first cycle, these cost start-up for nothing: the
 # live views and `batchsched place`'s reader and driver (other commands), the CEL engine (only
 # once a DRA selector is compiled), cryptography (only to self-sign a serving certificate).
@@ -74,3 +78,15 @@ def test_building_the_command_line_imports_no_kubernetes_client() -> None:
         "batchsched.views",
         "batchsched.views.commands",
     }
+
+
+def test_building_the_command_line_reads_no_distribution_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # importlib.metadata.version reads every installed distribution: only --version needs it.
+    def refuse(name: str) -> str:
+        raise AssertionError(f"looked up the version of {name} while building the parser")
+
+    monkeypatch.setattr("importlib.metadata.version", refuse)
+
+    assert cli.build_parser().parse_args(["place"]).command == "place"
