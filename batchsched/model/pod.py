@@ -147,8 +147,8 @@ def _parse_pod(
     requests, non_zero, ports, images = _container_facts(spec)
     class_name = as_str(spec.get("priorityClassName"), "spec.priorityClassName")
     priority = _priority(spec, class_name, priority_classes)
-    pod_affinity, pod_anti_affinity = _pod_affinities(spec, namespace)
     affinity = as_map(spec.get("affinity"), "spec.affinity")
+    pod_affinity, pod_anti_affinity = _pod_affinities(affinity, namespace)
     gates = _scheduling_gates(spec)
     labels, annotations, scheduling_group = _gang_facts(meta, spec)
     return PodView(
@@ -180,7 +180,7 @@ def _parse_pod(
         spread_constraints=parse_spread_constraints(
             spec.get("topologySpreadConstraints"),
             "spec.topologySpreadConstraints",
-            str_map(meta.get("labels"), "metadata.labels"),
+            labels,
         ),
         host_ports=ports,
         images=images,
@@ -196,9 +196,8 @@ def _parse_pod(
 
 
 def _pod_affinities(
-    spec: Mapping[str, object], namespace: str
+    affinity: Mapping[str, object], namespace: str
 ) -> tuple[PodAffinity | None, PodAffinity | None]:
-    affinity = as_map(spec.get("affinity"), "spec.affinity")
     field = "spec.affinity"
     return (
         parse_pod_affinity(affinity.get("podAffinity"), f"{field}.podAffinity", namespace),
@@ -257,11 +256,9 @@ def _container_facts(
         for i, raw in enumerate(as_list(spec.get(kind), f"spec.{kind}")):
             field = f"spec.{kind}[{i}]"
             container = as_map(raw, field)
-            declared = _declared_requests(container, field)
-            req = Resources.parse(declared, f"{field}.resources.requests")
-            nz = _non_zero(req, declared)
-            if container.get("image"):
-                images.append(normalized_image(as_str(container.get("image"), f"{field}.image")))
+            req, nz, image = _container_requests(container, field)
+            if image:
+                images.append(image)
             if kind == "containers":
                 app.append(req)
                 app_nz.append(nz)
@@ -277,6 +274,62 @@ def _container_facts(
         tuple(ports),
         tuple(images),
     )
+
+
+def _container_requests(
+    container: Mapping[str, object], field: str
+) -> tuple[Resources, Resources, str]:
+    """A container's requests, non-zero requests and normalized image. The pods of a Job, and
+    the two versions of a pod the watch shows around its bind, share containers: the answer
+    is remembered by the fields it reads (issue #17), only for plain text values, so a value
+    that parses differently (an int, a bool equal to 1) never meets another's answer."""
+    key = _requests_key(container)
+    if key is not None:
+        known = _CONTAINERS.get(key)
+        if known is not None:
+            return known
+    declared = _declared_requests(container, field)
+    req = Resources.parse(declared, f"{field}.resources.requests")
+    raw_image = container.get("image")
+    image = normalized_image(as_str(raw_image, f"{field}.image")) if raw_image else ""
+    facts = (req, _non_zero(req, declared), image)
+    if key is not None and len(_CONTAINERS) < _CONTAINERS_KEPT:
+        _CONTAINERS[key] = facts
+    return facts
+
+
+_Key = tuple[tuple[str, str], ...]
+_CONTAINERS: Final[dict[tuple[str, _Key, _Key], tuple[Resources, Resources, str]]] = {}
+_CONTAINERS_KEPT: Final = 4096
+
+
+def _requests_key(container: Mapping[str, object]) -> tuple[str, _Key, _Key] | None:
+    """(image, limits, requests) as read, or None unless each is absent or plain text."""
+    image = container.get("image", "")
+    resources = container.get("resources")
+    if type(image) is not str:
+        return None
+    if resources is None:
+        return image, (), ()
+    if type(resources) is not dict:
+        return None
+    limits = _text_pairs(resources.get("limits"))
+    requests = _text_pairs(resources.get("requests"))
+    if limits is None or requests is None:
+        return None
+    return image, limits, requests
+
+
+def _text_pairs(value: object) -> _Key | None:
+    if value is None:
+        return ()
+    if type(value) is not dict:
+        return None
+    pairs = tuple(value.items())
+    for name, amount in pairs:
+        if type(name) is not str or type(amount) is not str:
+            return None
+    return pairs
 
 
 def _declared_requests(container: Mapping[str, object], field: str) -> dict[str, object]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from batchsched.model.affinity import (
     NodeAffinity,
@@ -58,6 +59,42 @@ class PodResourceClaim:
 
 
 def parse_tolerations(value: object, field: str) -> tuple[Toleration, ...]:
+    """Remembered by value (issue #17): the API server gives nearly every pod the same two
+    (not-ready and unreachable, DefaultTolerationSeconds), and the watch shows each pod twice
+    or more. Only lists of plain text and integer values are remembered, so a value that
+    reads differently (a bool equal to 1, a float) never meets another's answer."""
+    key = _plain_items(value)
+    if key is not None:
+        known = _TOLERATIONS.get(key)
+        if known is not None:
+            return known
+    parsed = _parse_tolerations(value, field)
+    if key is not None and len(_TOLERATIONS) < _TOLERATIONS_KEPT:
+        _TOLERATIONS[key] = parsed
+    return parsed
+
+
+_Items = tuple[tuple[tuple[str, str | int], ...], ...]
+_TOLERATIONS: Final[dict[_Items, tuple[Toleration, ...]]] = {}
+_TOLERATIONS_KEPT: Final = 1024
+
+
+def _plain_items(value: object) -> _Items | None:
+    if type(value) is not list:
+        return None
+    items = []
+    for item in value:
+        if type(item) is not dict:
+            return None
+        pairs = tuple(item.items())
+        for name, text in pairs:
+            if type(name) is not str or (type(text) is not str and type(text) is not int):
+                return None
+        items.append(pairs)
+    return tuple(items)
+
+
+def _parse_tolerations(value: object, field: str) -> tuple[Toleration, ...]:
     found = []
     for i, raw in enumerate(as_list(value, field)):
         item = as_map(raw, f"{field}[{i}]")
