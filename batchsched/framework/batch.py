@@ -11,8 +11,9 @@ break), so the rules are:
   spread constraints select by them, so whether PodTopologySpread SKIPs may differ), and so do
   annotations (GPU requests are read from them).
 - Every Filter and Score plugin left enabled after PreFilter/PreScore must be one whose result
-  for a node depends only on the pod's signature and that node (`NODE_LOCAL_PLUGINS`); any
-  other plugin (spread, affinity, out-of-tree ones) turns batching off.
+  for a node depends only on the pod's signature and that node (`NODE_LOCAL_PLUGINS`,
+  framework/signature.py); any other plugin (spread, affinity, out-of-tree ones) turns
+  batching off.
 - Verdicts and raw scores of every candidate are computed once; placing a member changes one
   node, and only that node is evaluated again. Each member's sample is the same window of the
   rotating start index the runner would filter, its normalized scores are recomputed over that
@@ -48,28 +49,10 @@ from batchsched.framework.runner import (
     Within,
     num_feasible_nodes_to_find,
 )
+from batchsched.framework.signature import NODE_LOCAL_PLUGINS
 from batchsched.framework.status import OK, Code, Status, is_ok
 from batchsched.model.pod import PodView
 from batchsched.snapshot import NodeInfo, Snapshot
-
-# Plugins whose Filter verdict and raw Score for a node depend only on the pod's signature and
-# that node's own state (its allocatable, pods, GPUs, labels, taints, images), and whose
-# PreFilter/PreScore read only the pod and snapshot-wide facts no placement changes.
-NODE_LOCAL_PLUGINS = frozenset(
-    {
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "NodeResourcesBalancedAllocation",
-        "ImageLocality",
-        "GpuTopology",
-        "DynamicResources",  # its Filter SKIPs and its Score is 0 without resource claims
-        "Extenders",  # HTTP extenders' verdicts, fetched once per signature (extenders/fetch.py)
-    }
-)
 
 FilterFn = Callable[[CycleState, PodView, NodeInfo], Status]
 ScoreFn = Callable[[CycleState, PodView, NodeInfo], int]
@@ -192,6 +175,40 @@ class SignatureBatch:
         for i in alive:
             self._fits[i] = True
         self._feasible = alive
+        return True
+
+    def rescore(self, pod: PodView, moved: frozenset[str]) -> bool:
+        """Score again with the Score plugins named in `moved` when nothing but their own
+        scoring moved (a learning scorer's target, lone_batches.py): a rebuild would give
+        the same verdicts and the other plugins' scores, since those read only the pod's
+        signature and the nodes. Their PreScore runs again and their raw scores are recomputed
+        over the feasible nodes (a changed node is evaluated in full at the next refresh).
+        False when a PreScore answers otherwise than at the build: rebuild then."""
+        state, nodes = self._base, self._candidates
+        for plugin in self._runner.profile.pre_score:
+            if plugin.name in moved:
+                code = plugin.pre_score(state, pod, self._snapshot, nodes).code
+                if code not in (Code.SUCCESS, Code.SKIP) or (
+                    (code is Code.SKIP) != (plugin.name in state.skip_score)
+                ):
+                    return False
+        if any(s.name in moved for s in self._plain):
+            return False  # their sum is kept, not their scores: rebuild
+        stale = [i for i in self._feasible if i not in self._dirty]
+        for k, scorer in enumerate(self._normalized):
+            if scorer.name in moved:
+                raw = self._raw[k]
+                values = map(
+                    scorer.score, repeat(state), repeat(pod), map(nodes.__getitem__, stale)
+                )
+                for i, value in zip(stale, values, strict=True):
+                    raw[i] = value
+                self._counts[k] = dict(Counter(map(raw.__getitem__, self._feasible)))
+        # Rows and points kept were computed with the old raw scores.
+        self._windows.clear()
+        self._seen.clear()
+        self._points.clear()
+        self._log.clear()
         return True
 
     def _evaluate(self, pod: PodView, i: int) -> bool:
@@ -358,7 +375,13 @@ def build_batch(
         if any(s.plugin.name not in NODE_LOCAL_PLUGINS for s in scoring):
             return None
         scorers = [
-            Scorer(s.plugin.score, s.weight, s.normalizer, s.plugin.name in BY_VALUE_NORMALIZERS)
+            Scorer(
+                s.plugin.score,
+                s.weight,
+                s.normalizer,
+                s.plugin.name in BY_VALUE_NORMALIZERS,
+                s.plugin.name,
+            )
             for s in scoring
         ]
         batch = SignatureBatch(

@@ -52,6 +52,7 @@ class Scorer:
     weight: int
     normalizer: NormalizeScorePlugin | None
     by_value: bool = False
+    name: str = ""  # the plugin's (SignatureBatch.rescore picks the learning ones by it)
 
 
 Row = tuple[tuple[int, ...], int]  # the included scorers' raw values, the fixed sum

@@ -113,8 +113,9 @@ class ScorePlugin(Protocol):
 class VersionedScoring(Protocol):
     """A Score plugin whose scores may change with no node changing: one that learns (the GPU
     topology plugin's fragmentation target follows the arriving pods). `scoring_version`
-    moves whenever they may have, so results kept across cycles (framework/lone_batches.py)
-    are dropped then."""
+    moves whenever they may have. What it learns may change its own PreScore and scores only,
+    never a Filter verdict nor another plugin's score: results kept across cycles
+    (framework/lone_batches.py) are re-scored with it alone then."""
 
     scoring_version: int
 

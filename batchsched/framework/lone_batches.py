@@ -9,10 +9,14 @@ same result as the runner: every node a cycle changed in between is evaluated ag
 What "changed" means across cycles:
 - a pod placed on, or taken off, a node (ours, a binding confirmed, a pod that finished, a
   trial undone) changes that node's generation: the batch evaluates that node again;
+- a learning scorer's `scoring_version` (GpuTopology's fragmentation target moved) changes
+  that scorer's PreScore and raw scores and nothing else: no Filter and no other Score
+  plugin reads what it learns. The batch runs that PreScore again and re-scores the
+  feasible nodes with it alone (`SignatureBatch.rescore`), as a rebuild would score them;
 - anything else (a node added, updated or removed, measured topology or load, pods with
-  inter-pod affinity, DRA objects, a learning scorer's `scoring_version`) may change what
-  PreFilter, PreScore and Score computed once for the signature: the batch is dropped and
-  the next pod of that signature builds a new one.
+  inter-pod affinity, DRA objects) may change what PreFilter, PreScore and Score computed
+  once for the signature: the batch is dropped and the next pod of that signature builds a
+  new one.
 
 A signature gets a batch on its second pod: building one evaluates every candidate node
 (the runner filters only a sample), which pays only when more pods follow.
@@ -58,17 +62,22 @@ class _Kept:
     batch: SignatureBatch | None  # None: the signature cannot be batched in this world
     mark: int  # the snapshot's change log when the batch last looked (change_mark)
     seen: int  # the newest node generation then: a node changed since has a newer one
-    learning: tuple[VersionedScoring, ...]  # the runner's scorers that learn
-    versions: tuple[int, ...]  # their scoring versions when the batch was built
+    learning: tuple[tuple[str, VersionedScoring], ...]  # the runner's scorers that learn
+    versions: tuple[int, ...]  # their scoring versions when the batch was built or rescored
 
     def valid_for(self, runner: ProfileRunner, snapshot: Snapshot) -> bool:
+        """Built for this runner and snapshot, in the same world (its scorers may have
+        learned since: `moved`)."""
         return (
-            self.runner is runner
-            and self.snapshot is snapshot
-            and self.world == world_of(snapshot)
-            and all(
-                p.scoring_version == v for p, v in zip(self.learning, self.versions, strict=True)
-            )
+            self.runner is runner and self.snapshot is snapshot and self.world == world_of(snapshot)
+        )
+
+    def moved(self) -> frozenset[str]:
+        """The learning scorers whose scoring moved since the batch last scored."""
+        return frozenset(
+            name
+            for (name, p), v in zip(self.learning, self.versions, strict=True)
+            if p.scoring_version != v
         )
 
     def catch_up(self, batch: SignatureBatch) -> None:
@@ -91,13 +100,14 @@ class _Kept:
 class LoneBatches:
     """The batches kept for lone pods, by signature (module doc)."""
 
-    __slots__ = ("_kept", "_seen", "batched", "built")
+    __slots__ = ("_kept", "_seen", "batched", "built", "rescored")
 
     def __init__(self) -> None:
         self._kept: OrderedDict[Hashable, _Kept] = OrderedDict()
         self._seen: OrderedDict[Hashable, None] = OrderedDict()
         self.batched = 0  # pods answered from a batch (tests and profiling read these two)
         self.built = 0  # batches built
+        self.rescored = 0  # batches kept with a learning scorer's scores recomputed
 
     def schedule(self, runner: ProfileRunner, pod: PodView, snapshot: Snapshot) -> ScheduleResult:
         """What `runner.schedule_one(pod, snapshot)` returns, the same way."""
@@ -116,10 +126,16 @@ class LoneBatches:
     ) -> SignatureBatch | None:
         kept = self._kept.get(key)
         if kept is not None and kept.valid_for(runner, snapshot):
-            self._kept.move_to_end(key)
-            if kept.batch is not None:
-                kept.catch_up(kept.batch)
-            return kept.batch
+            batch, moved = kept.batch, kept.moved()
+            if batch is not None:
+                kept.catch_up(batch)
+            # Only a learning scorer moved: its scores alone are recomputed, not the batch.
+            if not moved or (batch is not None and batch.rescore(pod, moved)):
+                if moved:
+                    self.rescored += 1
+                    kept.versions = tuple(p.scoring_version for _, p in kept.learning)
+                self._kept.move_to_end(key)
+                return batch
         if kept is None and key not in self._seen:
             _remember(self._seen, key, None)
             return None
@@ -130,7 +146,7 @@ class LoneBatches:
         mark = snapshot.change_mark()
         seen = max((info.generation for info in snapshot.nodes), default=0)
         learning = learning_scorers(runner)
-        versions = tuple(p.scoring_version for p in learning)
+        versions = tuple(p.scoring_version for _, p in learning)
         kept = _Kept(runner, snapshot, world, batch, mark, seen, learning, versions)
         _remember(self._kept, key, kept)
         return batch
@@ -140,9 +156,13 @@ class LoneBatches:
         self._seen.clear()
 
 
-def learning_scorers(runner: ProfileRunner) -> tuple[VersionedScoring, ...]:
-    """The runner's Score plugins whose scores may move with no node changing."""
-    return tuple(s.plugin for s in runner.profile.score if isinstance(s.plugin, VersionedScoring))
+def learning_scorers(runner: ProfileRunner) -> tuple[tuple[str, VersionedScoring], ...]:
+    """The runner's Score plugins whose scores may move with no node changing, by name."""
+    return tuple(
+        (s.plugin.name, s.plugin)
+        for s in runner.profile.score
+        if isinstance(s.plugin, VersionedScoring)
+    )
 
 
 def _remember(memory: OrderedDict[Hashable, V], key: Hashable, value: V) -> None:

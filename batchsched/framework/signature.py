@@ -12,6 +12,25 @@ from collections.abc import Hashable
 
 from batchsched.model.pod import PodView
 
+# Plugins whose Filter verdict and raw Score for a node depend only on the pod's signature and
+# that node's own state (its allocatable, pods, GPUs, labels, taints, images), and whose
+# PreFilter/PreScore read only the pod and snapshot-wide facts no placement changes.
+NODE_LOCAL_PLUGINS = frozenset(
+    {
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "NodeResourcesBalancedAllocation",
+        "ImageLocality",
+        "GpuTopology",
+        "DynamicResources",  # its Filter SKIPs and its Score is 0 without resource claims
+        "Extenders",  # HTTP extenders' verdicts, fetched once per signature (extenders/fetch.py)
+    }
+)
+
 
 def signature(pod: PodView) -> Hashable | None:
     """What node-local plugins read of a pod, or None when the pod may not be batched."""

@@ -146,21 +146,23 @@ def test_a_node_update_that_moves_nothing_keeps_the_batch() -> None:
     assert (batches.batched, batches.built) == (3, 2)
 
 
-def test_a_scorer_that_learned_a_new_target_drops_the_kept_batch() -> None:
+def test_a_scorer_that_learned_a_new_target_rescores_the_kept_batch() -> None:
     """GpuTopology's fragmentation target follows the arriving pods: when it moves, scores
-    kept for unchanged nodes are stale, so the next pod builds its batch afresh."""
+    kept for unchanged nodes are stale, so the kept batch scores them again with it (the
+    verdicts and the other plugins' scores stay: nothing else reads the target)."""
     profile = assemble_profile(default_registry(), "gpu-scheduler", DEFAULT_PLUGINS, {})
     learning = learning_scorers(ProfileRunner(profile, seed=1))
-    assert [type(p).__name__ for p in learning] == ["GpuTopology"]
+    assert [(name, type(p).__name__) for name, p in learning] == [("GpuTopology", "GpuTopology")]
     nodes = [make_node(f"n{i}").cpu("8").memory("32Gi") for i in range(50)]
     snapshot = Snapshot([n.view() for n in nodes])
     runner = ProfileRunner(profile, seed=1)
     batches = LoneBatches()
-    pods = _deployment(4)
+    pods = _deployment(5)
     batches.schedule(runner, pods[0], snapshot)
     batches.schedule(runner, pods[1], snapshot)  # builds the batch
     batches.schedule(runner, pods[2], snapshot)
-    assert batches.built == 1
-    learning[0].scoring_version += 1  # as GpuTopology does when it adopts a new target
+    assert (batches.built, batches.rescored) == (1, 0)
+    learning[0][1].scoring_version += 1  # as GpuTopology does when it adopts a new target
     batches.schedule(runner, pods[3], snapshot)
-    assert batches.built == 2
+    batches.schedule(runner, pods[4], snapshot)
+    assert (batches.built, batches.rescored, batches.batched) == (1, 1, 4)

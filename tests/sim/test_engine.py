@@ -13,9 +13,12 @@ from batchsched.config import default_config
 from batchsched.framework.profile import Profile
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
+from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
 from batchsched.sim.engine import Simulator, unfit_key
 from batchsched.sim.workload import SimPod, sim_pod
 from batchsched.snapshot import NodeInfo, Snapshot
+from gpu.ledger import Grants
+from gpu.workload_estimate import EstimateSettings, WorkloadEstimate
 from tests.builders import PodBuilder, make_node, make_pod
 
 
@@ -317,3 +320,55 @@ def test_a_trace_of_repeating_shapes_is_decided_from_kept_batches() -> None:
     sim = Simulator(snap, paper_profile(), log, seed=7, record_reasons=False)
     sim.run([_paper_pod(i, (1, 0, 1, ""), 20.0) for i in range(12)])
     assert sim.lone_batches is not None and sim.lone_batches.batched >= 9
+
+
+def _learning_profile() -> Profile:
+    # GpuTopology's fragmentation target re-estimated every other pod and adopted on any
+    # change, from a prior worth one pod: it moves many times in a short run.
+    built = paper_profile()
+    (topology,) = [s.plugin for s in built.score if s.plugin.name == "GpuTopology"]
+    assert isinstance(topology, GpuTopology)
+    settings = EstimateSettings(prior_pods=1, refresh_pods=2, tolerance=0.0)
+    topology.estimate = WorkloadEstimate(GpuTopologyArgs().workload(), settings)
+    return built
+
+
+def _learning_run(
+    pods: list[SimPod], batching: bool
+) -> tuple[list[tuple[str, str, Grants]], Simulator]:
+    nodes = [make_node(f"n{i}").cpu("8").memory("64Gi").gpus(2 + i % 2).view() for i in range(4)]
+    log, snap = Log(), Snapshot(nodes)
+    sim = Simulator(snap, _learning_profile(), log, seed=7, record_reasons=False, batching=batching)
+    sim.run(pods)
+    placed = [
+        (pod, node, snap.gpu_grants(f"uid-default-{pod}")) for _, pod, node in log.of("placed")
+    ]
+    return placed, sim
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([(1, 0, 2, ""), (0, 500, 1, ""), (2, 0, 4, ""), (0, 0, 6, "")]),
+            st.sampled_from([None, 2.0, 4.0, 7.0]),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_a_kept_batch_rescored_after_the_learned_target_moved_places_as_full_cycles(
+    spec: list[tuple[tuple[int, int, int, str], float | None]],
+) -> None:
+    # A target move keeps each batch's verdicts and other scores and re-scores GpuTopology
+    # alone (LoneBatches.rescored); every pod must still land where a full cycle puts it.
+    pods = [_paper_pod(i, shape, runtime) for i, (shape, runtime) in enumerate(spec)]
+    assert _learning_run(pods, batching=True)[0] == _learning_run(pods, batching=False)[0]
+
+
+def test_a_learned_target_move_rescores_kept_batches_instead_of_rebuilding_them() -> None:
+    # The test above would pass with every batch rebuilt: this one sees them re-scored.
+    pods = [_paper_pod(i, (1 + i % 2, 0, 1 + i % 3, ""), 3.0) for i in range(30)]
+    _, sim = _learning_run(pods, batching=True)
+    assert sim.lone_batches is not None
+    assert sim.lone_batches.rescored >= 5
