@@ -205,7 +205,8 @@ async def request_unread(
 ) -> None:
     """`request_json` (fenced, retried, errors raised alike) for a write whose answer is not
     used: a 2xx body is not decoded. The created Event and the Binding's Status came back
-    only to be thrown away, and decoding them was ~0.09 ms of CPU per pod (issue #17)."""
+    only to be thrown away (issue #17): decoding the Event was ~0.04 ms of client CPU per
+    POST against the real API server, 0.41 -> 0.37 ms, on a loaded box."""
     await _answered(api, method, path, (), body, content_type, timeout, fenced=True)
 
 
