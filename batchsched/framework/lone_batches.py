@@ -19,7 +19,10 @@ What "changed" means across cycles:
   new one.
 
 A signature gets a batch on its second pod: building one evaluates every candidate node
-(the runner filters only a sample), which pays only when more pods follow.
+(the runner filters only a sample), which pays only when more pods follow. A runner that
+evaluates every node anyway (percentageOfNodesToScore 100: the simulator's paper method)
+builds it on the first pod, for the cost of the cycle it replaces; that batch waits apart,
+with the signatures seen once, until a second pod promotes it.
 """
 
 from __future__ import annotations
@@ -104,7 +107,8 @@ class LoneBatches:
 
     def __init__(self) -> None:
         self._kept: OrderedDict[Hashable, _Kept] = OrderedDict()
-        self._seen: OrderedDict[Hashable, None] = OrderedDict()
+        # Signatures seen once, with their first pod's batch where one was built then.
+        self._seen: OrderedDict[Hashable, _Kept | None] = OrderedDict()
         self.batched = 0  # pods answered from a batch (tests and profiling read these two)
         self.built = 0  # batches built
         self.rescored = 0  # batches kept with a learning scorer's scores recomputed
@@ -119,12 +123,17 @@ class LoneBatches:
             return result
         if batch is not None:
             self._kept.pop(key, None)  # it handed the pod back: the runner answers, fresh
+            self._seen.pop(key, None)
         return runner.schedule_one(pod, snapshot)
 
     def _batch_for(
         self, key: Hashable, runner: ProfileRunner, pod: PodView, snapshot: Snapshot
     ) -> SignatureBatch | None:
         kept = self._kept.get(key)
+        if kept is None and (first := self._seen.get(key)) is not None:
+            kept = first  # its second pod: the first one's batch is kept from now on
+            del self._seen[key]
+            _remember(self._kept, key, kept)
         if kept is not None and kept.valid_for(runner, snapshot):
             batch, moved = kept.batch, kept.moved()
             if batch is not None:
@@ -137,9 +146,18 @@ class LoneBatches:
                 self._kept.move_to_end(key)
                 return batch
         if kept is None and key not in self._seen:
-            _remember(self._seen, key, None)
-            return None
+            # Its first pod: a batch only where a cycle would evaluate every node anyway,
+            # kept apart (`_seen`) until a second pod comes, so one-off signatures do not
+            # push out the batches of those that recur.
+            first = self._build(runner, pod, snapshot) if _scores_every_node(runner) else None
+            _remember(self._seen, key, first)
+            return None if first is None else first.batch
         self._seen.pop(key, None)
+        kept = self._build(runner, pod, snapshot)
+        _remember(self._kept, key, kept)
+        return kept.batch
+
+    def _build(self, runner: ProfileRunner, pod: PodView, snapshot: Snapshot) -> _Kept:
         world = world_of(snapshot)
         batch = build_batch(runner, pod, snapshot, None)
         self.built += 1
@@ -147,9 +165,7 @@ class LoneBatches:
         seen = max((info.generation for info in snapshot.nodes), default=0)
         learning = learning_scorers(runner)
         versions = tuple(p.scoring_version for _, p in learning)
-        kept = _Kept(runner, snapshot, world, batch, mark, seen, learning, versions)
-        _remember(self._kept, key, kept)
-        return batch
+        return _Kept(runner, snapshot, world, batch, mark, seen, learning, versions)
 
     def clear(self) -> None:
         self._kept.clear()
@@ -163,6 +179,12 @@ def learning_scorers(runner: ProfileRunner) -> tuple[tuple[str, VersionedScoring
         for s in runner.profile.score
         if isinstance(s.plugin, VersionedScoring)
     )
+
+
+def _scores_every_node(runner: ProfileRunner) -> bool:
+    """The runner filters and scores every node (percentageOfNodesToScore 100, the paper's
+    method): a first cycle costs what building the batch costs."""
+    return (runner.profile.percentage_of_nodes_to_score or 0) >= 100
 
 
 def _remember(memory: OrderedDict[Hashable, V], key: Hashable, value: V) -> None:

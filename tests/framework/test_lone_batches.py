@@ -126,6 +126,31 @@ def test_a_deployment_is_batched_from_its_second_pod_and_lands_as_unbatched() ->
     assert batches.batched == 59  # the first pod only marks its signature as seen
 
 
+def test_a_runner_that_scores_every_node_batches_from_the_first_pod_as_unbatched() -> None:
+    # percentageOfNodesToScore 100 (the simulator's paper method): the first cycle would
+    # evaluate every node anyway, so the first pod builds the batch; a signature seen once
+    # waits apart and pushes no kept batch out.
+    profile = dataclasses.replace(PROFILE, percentage_of_nodes_to_score=100)
+    nodes = [make_node(f"n{i}").cpu("8").memory("32Gi") for i in range(300)]
+    places = []
+    batches = LoneBatches()
+    for keeper in (None, batches):
+        snapshot = Snapshot([n.view() for n in nodes])
+        runner = ProfileRunner(profile, seed=1)
+        chosen = []
+        oneoffs = [make_pod(f"x{k}").cpu(f"{k + 1}m").view() for k in range(80)]
+        deployment = _deployment(60)
+        for pod in deployment[:30] + oneoffs + deployment[30:]:  # one-offs in between
+            if keeper is None:
+                result = runner.schedule_one(pod, snapshot)
+            else:
+                result = keeper.schedule(runner, pod, snapshot)
+            chosen.append(result.node_name)
+        places.append(chosen)
+    assert places[0] == places[1]
+    assert (batches.batched, batches.built) == (60 + 80, 1 + 80)
+
+
 def test_a_node_update_that_moves_nothing_keeps_the_batch() -> None:
     nodes = [make_node(f"n{i}").cpu("8").memory("32Gi") for i in range(50)]
     snapshot = Snapshot([n.view() for n in nodes])
