@@ -14,6 +14,7 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from batchsched.kube.client import ApiUnavailable, limit_in_flight, request_json
+from tests.kube.stub_server import stub_api
 
 
 class Server:
@@ -44,20 +45,8 @@ class Server:
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Server, client.ApiClient]]:
     server = Server()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        async with client.ApiClient(cfg) as api:
-            yield server, api
-    finally:
-        server.gate.set()
-        await runner.cleanup()
+    async with stub_api(server.handle, before_cleanup=server.gate.set) as api:
+        yield server, api
 
 
 async def test_a_request_carries_its_json_query_content_type_and_the_client_s_headers(

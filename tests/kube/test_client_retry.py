@@ -11,6 +11,7 @@ from kubernetes_asyncio import client
 
 from batchsched.kube.client import ApiError, Throttle, limit_requests, request_json
 from batchsched.kube.throttle import RetryPolicy
+from tests.kube.stub_server import stub_api
 
 
 class Script:
@@ -33,19 +34,8 @@ class Script:
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Script, client.ApiClient]]:
     script = Script([])
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", script.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        async with client.ApiClient(cfg) as api:
-            yield script, api
-    finally:
-        await runner.cleanup()
+    async with stub_api(script.handle) as api:
+        yield script, api
 
 
 def retried(api: client.ApiClient, max_retries: int = 3) -> list[tuple[int, str]]:

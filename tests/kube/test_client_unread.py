@@ -21,6 +21,7 @@ from batchsched.kube.client import (
 )
 from batchsched.kube.events import EventRecorder, ObjectRef
 from batchsched.kube.throttle import RetryPolicy
+from tests.kube.stub_server import stub_api
 
 NOT_JSON = b"<html>created</html>"
 
@@ -47,19 +48,8 @@ class Script:
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Script, client.ApiClient]]:
     script = Script()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", script.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        async with client.ApiClient(cfg) as api:
-            yield script, api
-    finally:
-        await runner.cleanup()
+    async with stub_api(script.handle) as api:
+        yield script, api
 
 
 async def test_a_2xx_answer_is_not_decoded_where_request_json_would_refuse_it(

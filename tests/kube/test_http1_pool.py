@@ -16,6 +16,7 @@ from batchsched.kube import http1
 from batchsched.kube.client import ApiUnavailable, request_json
 from batchsched.kube.http1 import Pool
 from batchsched.kube.transport import TRANSPORT_VARIABLE, lean_pool
+from tests.kube.stub_server import stub_api
 
 
 class Server:
@@ -47,20 +48,8 @@ class Server:
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Server, client.ApiClient]]:
     server = Server()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        async with client.ApiClient(cfg) as api:
-            yield server, api
-    finally:
-        server.gate.set()
-        await runner.cleanup()
+    async with stub_api(server.handle, before_cleanup=server.gate.set) as api:
+        yield server, api
 
 
 def pool_of(api: client.ApiClient) -> Pool:
