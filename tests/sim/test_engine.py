@@ -289,18 +289,20 @@ def test_the_shortcuts_of_a_decisions_only_run_change_no_placement(
     assert _placements(False, pods) == _placements(True, pods)
 
 
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from([(1, 0, 2, ""), (0, 500, 1, ""), (2, 0, 4, ""), (0, 0, 6, "")]),
-            st.sampled_from([None, 2.0, 4.0, 7.0]),
-        ),
-        min_size=1,
-        max_size=40,
+# Pods as (whole GPUs, milli-GPU share, cores, GPU model) and how long each runs (None: for
+# ever): a few shapes repeating, with departures.
+_ARRIVALS = st.lists(
+    st.tuples(
+        st.sampled_from([(1, 0, 2, ""), (0, 500, 1, ""), (2, 0, 4, ""), (0, 0, 6, "")]),
+        st.sampled_from([None, 2.0, 4.0, 7.0]),
     ),
-    st.booleans(),
+    min_size=1,
+    max_size=40,
 )
+
+
+@settings(max_examples=80, deadline=None)
+@given(_ARRIVALS, st.booleans())
 def test_lone_pod_batching_changes_no_placement(
     spec: list[tuple[tuple[int, int, int, str], float | None]], record_reasons: bool
 ) -> None:
@@ -347,16 +349,7 @@ def _learning_run(
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from([(1, 0, 2, ""), (0, 500, 1, ""), (2, 0, 4, ""), (0, 0, 6, "")]),
-            st.sampled_from([None, 2.0, 4.0, 7.0]),
-        ),
-        min_size=1,
-        max_size=40,
-    )
-)
+@given(_ARRIVALS)
 def test_a_kept_batch_rescored_after_the_learned_target_moved_places_as_full_cycles(
     spec: list[tuple[tuple[int, int, int, str], float | None]],
 ) -> None:
