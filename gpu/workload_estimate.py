@@ -24,7 +24,7 @@ from typing import Final
 
 from gpu.workload import DEFAULT_COVERAGE, PodShape, Workload, typical_workload
 
-__all__ = ["EstimateSettings", "WorkloadEstimate", "per_supply", "variation_distance"]
+__all__ = ["EstimateSettings", "Host", "WorkloadEstimate", "per_supply", "variation_distance"]
 
 # Counts are kept multiplied by a growing scale (so old pods need no decaying one by one);
 # past this the counts and the scale are divided back down.
@@ -54,20 +54,45 @@ def variation_distance(a: Workload, b: Workload) -> float:
     return 0.5 * sum(abs(w) for w in weights.values())
 
 
-def per_supply(workload: Workload, supply: Mapping[str, int]) -> Workload:
-    """`workload` as the nodes of each model meet it: a shape restricted to models holding a
-    share q of the cluster's GPUs arrives at those nodes 1/q times as often as its popularity
-    says (all of its pods land on them), so its weight is divided by q, then all renormalized.
-    `supply` is the GPU count per model; shapes whose models have no GPUs keep their weight."""
-    total = sum(supply.values())
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What an empty GPU node offers a pod: its GPU model, allocatable cpu (milli) and memory
+    (bytes), and healthy GPUs. Nodes are counted by these, so a cluster has a few dozen."""
+
+    model: str
+    milli_cpu: int
+    memory: int
+    gpus: int
+
+    def could_host(self, shape: PodShape, capacity: bool) -> bool:
+        """Whether `shape` could run here on an empty node: its model (and, with `capacity`,
+        the node's cpu, memory and GPU count) allow it."""
+        if shape.models is not None and self.model not in shape.models:
+            return False
+        return not capacity or (
+            shape.milli_cpu <= self.milli_cpu
+            and shape.memory <= self.memory
+            and shape.gpus_needed <= self.gpus
+        )
+
+
+def per_supply(workload: Workload, supply: Mapping[Host, int], capacity: bool = False) -> Workload:
+    """`workload` as the nodes that can host each shape meet it: a GPU shape that only nodes
+    holding a share q of the cluster's GPUs could host arrives at them 1/q times as often as its
+    popularity says (all of its pods land there), so its weight is divided by q, then all are
+    renormalized. The nodes that could host it are those of its GPU models, and with `capacity`
+    only those whose allocatable cpu, memory and GPU count fit it when empty (a 120-core pod
+    on a cluster where few nodes have 120 cores). `supply` counts the GPU nodes per Host;
+    shapes without GPUs, and shapes no node could host, keep their weight."""
+    total = sum(host.gpus * n for host, n in supply.items())
     if total <= 0:
         return workload
     weighted: list[tuple[PodShape, float]] = []
     for shape, p in workload.shapes:
-        if shape.models is not None and shape.wants_gpu:
-            allowed = sum(supply.get(m, 0) for m in shape.models)
-            if allowed > 0:
-                p *= total / allowed
+        if shape.wants_gpu and (capacity or shape.models is not None):
+            hosting = sum(h.gpus * n for h, n in supply.items() if h.could_host(shape, capacity))
+            if hosting > 0:
+                p *= total / hosting
         weighted.append((shape, p))
     return typical_workload(weighted, coverage=1.0)
 

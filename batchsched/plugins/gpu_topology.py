@@ -39,7 +39,7 @@ from gpu.placement import best_gpu_set
 from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
 from gpu.topology import LinkLevel
 from gpu.workload import DEFAULT_WORKLOAD, PodShape, Workload, typical_workload
-from gpu.workload_estimate import EstimateSettings, WorkloadEstimate, per_supply
+from gpu.workload_estimate import EstimateSettings, Host, WorkloadEstimate, per_supply
 
 WRONG_MODEL: Final = "node(s) didn't have the requested GPU model"
 NO_WHOLE_GPUS: Final = "node(s) didn't have enough free whole GPUs"
@@ -91,6 +91,9 @@ class GpuTopologyArgs(PluginArgs):
     workload_prior_pods: int = Field(default=500, ge=0, le=10_000_000)
     # Weigh each model-restricted pod shape by the cluster's GPUs over those of its models.
     per_supply: bool = True
+    # With perSupply, count only the GPUs of nodes whose allocatable cpu, memory and GPU count
+    # could host the shape at all (a 120-core pod where few nodes have 120 cores).
+    per_supply_capacity: bool = False
 
     @field_validator("typical_pods")
     @classmethod
@@ -125,8 +128,9 @@ class GpuTopology:
         self._args = args
         self.estimate = args.estimate()
         self._seen: OrderedDict[str, None] = OrderedDict()
-        # GPUs per model in the cluster, and the (node count, GPU node count) it was taken at.
-        self._supply: dict[str, int] = {}
+        # GPU nodes per Host (model, allocatable cpu and memory, healthy GPUs), and the
+        # (node count, GPU node count) it was taken at.
+        self._supply: dict[Host, int] = {}
         self._supply_at = (-1, -1)
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._use(args.workload())
@@ -148,7 +152,7 @@ class GpuTopology:
         old one)."""
         args = self._args
         if self._supply and args.per_supply:
-            target = per_supply(target, self._supply)
+            target = per_supply(target, self._supply, args.per_supply_capacity)
         self.fragmentation = FragmentationModel(target)
         self._scorer = GpuScorer(
             self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight
@@ -157,15 +161,17 @@ class GpuTopology:
         self.scoring_version += 1  # kept lone-pod batches scored with the old one are dropped
 
     def _note_supply(self, snapshot: Snapshot) -> None:
-        """Recount the GPUs per model when nodes came or went (a cheap proxy: the counts)."""
+        """Recount the GPU nodes per Host when nodes came or went (a cheap proxy: the counts)."""
         at = (len(snapshot.nodes), snapshot.gpu_nodes)
         if at == self._supply_at:
             return
         self._supply_at = at
-        supply: dict[str, int] = {}
+        supply: dict[Host, int] = {}
         for info in snapshot.nodes:
-            if info.gpu is not None:
-                supply[info.gpu.model] = supply.get(info.gpu.model, 0) + len(info.gpu.capacity)
+            if (ledger := info.gpu) is not None:
+                gpus = sum(1 for milli in ledger.capacity if milli > 0)
+                host = Host(ledger.model, info.alloc_milli_cpu, info.alloc_memory, gpus)
+                supply[host] = supply.get(host, 0) + 1
         if supply != self._supply:
             self._supply = supply
             self._use(self.estimate.current if self.estimate is not None else self._args.workload())

@@ -7,6 +7,7 @@ import pytest
 from gpu.workload import MIB, PodShape, Workload, typical_workload
 from gpu.workload_estimate import (
     EstimateSettings,
+    Host,
     WorkloadEstimate,
     per_supply,
     variation_distance,
@@ -109,16 +110,72 @@ def test_variation_distance_between_workloads() -> None:
     assert variation_distance(half, only_t4) == pytest.approx(0.5)
 
 
+T4_NODE = Host("T4", 96_000, 384 * 1024 * MIB, 2)
+A100_NODE = Host("A100", 96_000, 384 * 1024 * MIB, 2)
+
+
 def test_a_shape_confined_to_a_quarter_of_the_gpus_weighs_four_times_as_much_there() -> None:
     half = typical_workload([(T4_ONLY, 1.0), (ANY_GPU, 1.0)], coverage=1.0)
-    found = weights(per_supply(half, {"T4": 2, "A100": 6}))
+    found = weights(per_supply(half, {T4_NODE: 1, A100_NODE: 3}))
     assert found == {T4_ONLY: 0.8, ANY_GPU: 0.2}
 
 
 def test_shapes_without_supply_and_clusters_without_gpus_keep_their_weights() -> None:
     half = typical_workload([(T4_ONLY, 1.0), (ANY_GPU, 1.0)], coverage=1.0)
-    assert weights(per_supply(half, {"A100": 8})) == weights(half)
+    assert weights(per_supply(half, {A100_NODE: 4})) == weights(half)
     assert per_supply(half, {}) is half
+
+
+# A cluster like openb's: one node with 128 cores and 8 GPUs, three with 96 cores and 8 GPUs,
+# four with 2 GPUs (32 + 8 of the 40 GPUs).
+BIG = Host("G3", 128_000, 1024 * 1024 * MIB, 8)
+MID = Host("G2", 96_000, 384 * 1024 * MIB, 8)
+PAIR = Host("T4", 104_000, 512 * 1024 * MIB, 2)
+CLUSTER = {BIG: 1, MID: 3, PAIR: 4}
+SMALL = PodShape(8_000, 32 * 1024 * MIB, 1)
+HUGE_CPU = PodShape(120_000, 256 * 1024 * MIB, 8)
+HUGE_MEMORY = PodShape(64_000, 800 * 1024 * MIB, 1)
+EIGHT_GPUS = PodShape(64_000, 256 * 1024 * MIB, 8)
+HUGE_CPU_ON_G2 = PodShape(120_000, 256 * 1024 * MIB, 8, models=frozenset({"G2"}))
+SMALL_ON_G3 = PodShape(8_000, 32 * 1024 * MIB, 1, models=frozenset({"G3"}))
+HUGE_CPU_ONLY = PodShape(200_000, 8 * 1024 * MIB)
+
+
+@pytest.mark.parametrize(
+    ("shape", "capacity", "factor"),
+    [
+        pytest.param(HUGE_CPU, True, 5.0, id="120 cores: only the 128-core node's 8 of 40 GPUs"),
+        pytest.param(HUGE_CPU, False, 1.0, id="120 cores, capacity off: any model, weight kept"),
+        pytest.param(HUGE_MEMORY, True, 5.0, id="800 GiB: only the 1 TiB node's GPUs"),
+        pytest.param(EIGHT_GPUS, True, 40 / 32, id="8 GPUs: not the 2-GPU nodes"),
+        pytest.param(SMALL, True, 1.0, id="a small pod fits every node"),
+        pytest.param(SMALL_ON_G3, True, 5.0, id="model alone restricts it, as without capacity"),
+        pytest.param(SMALL_ON_G3, False, 5.0, id="the model restriction without capacity"),
+        pytest.param(HUGE_CPU_ON_G2, True, 1.0, id="no node of its model is big enough: kept"),
+        pytest.param(HUGE_CPU_ON_G2, False, 40 / 24, id="capacity off: its model's 24 GPUs"),
+        pytest.param(HUGE_CPU_ONLY, True, 1.0, id="a pod without GPUs keeps its weight"),
+    ],
+)
+def test_a_shape_weighs_the_cluster_gpus_over_those_of_nodes_that_could_host_it(
+    shape: PodShape, capacity: bool, factor: float
+) -> None:
+    # Beside an equally popular small pod that fits everywhere, the shape's weight becomes
+    # factor : 1, renormalized.
+    found = weights(
+        per_supply(typical_workload([(shape, 1.0), (SMALL, 1.0)], 1.0), CLUSTER, capacity)
+    )
+    share = factor / (factor + 1) if shape != SMALL else 1.0
+    assert found[shape] == round(share, 6)
+    assert sum(found.values()) == pytest.approx(1.0)
+
+
+def test_host_capacity_is_checked_against_allocatable_cpu_memory_and_gpu_count() -> None:
+    at_edge = PodShape(BIG.milli_cpu, BIG.memory, BIG.gpus)
+    assert BIG.could_host(at_edge, capacity=True)
+    assert not MID.could_host(at_edge, capacity=True)
+    assert MID.could_host(at_edge, capacity=False)
+    assert not PAIR.could_host(PodShape(1_000, MIB, 3), capacity=True)
+    assert PAIR.could_host(PodShape(1_000, MIB, 0, 500), capacity=True)  # a share needs one GPU
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from batchsched.plugins.gpu_topology import (
     WRONG_MODEL,
     GpuTopology,
     GpuTopologyArgs,
+    TypicalPod,
 )
 from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
 from batchsched.snapshot import Snapshot
@@ -321,3 +322,20 @@ def test_a_half_life_of_zero_keeps_the_configured_target() -> None:
     for i in range(300):
         assert plugin.pre_enqueue(make_pod(f"r{i}").gpus(1).annotation(MODELS, "T4").view()) is OK
     assert plugin.estimate is None and plugin.fragmentation.workload is target
+
+
+@pytest.mark.parametrize(("capacity", "huge_weight"), [(True, 0.8), (False, 0.5)])
+def test_with_per_supply_capacity_a_shape_few_nodes_can_host_weighs_more(
+    capacity: bool, huge_weight: float
+) -> None:
+    # One node of 128 cores and three of 96, 8 GPUs each: a 120-core pod fits a quarter of the
+    # GPUs, so it arrives there four times as often as its share of the pods says.
+    huge = TypicalPod(cpu="120", memory="256Gi", gpus=8)
+    small = TypicalPod(cpu="8", memory="32Gi", gpus=1)
+    args = GpuTopologyArgs(typical_pods=(huge, small), per_supply_capacity=capacity)
+    plugin = GpuTopology(args)
+    big = gpu_node("big").cpu("128")
+    snap = snapshot_of([big, gpu_node("m1"), gpu_node("m2"), gpu_node("m3")])
+    scores_for(plugin, snap, make_pod("p").cpu("4").memory("16Gi").gpus(1))
+    found = {shape.milli_cpu: round(p, 6) for shape, p in plugin.fragmentation.workload.shapes}
+    assert found == {120_000: huge_weight, 8_000: round(1 - huge_weight, 6)}
