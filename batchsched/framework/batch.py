@@ -33,10 +33,12 @@ from operator import add, mul
 
 from batchsched.framework.batch_totals import (
     BY_VALUE_NORMALIZERS,
+    FeasibleRows,
     NodesOf,
     Points,
     Scorer,
     WindowRows,
+    feasible_points,
     fresh_totals,
     keep_few,
     uncount,
@@ -53,6 +55,9 @@ from batchsched.framework.signature import NODE_LOCAL_PLUGINS
 from batchsched.framework.status import OK, Code, Status, is_ok
 from batchsched.model.pod import PodView
 from batchsched.snapshot import NodeInfo, Snapshot
+
+# Changed nodes fewer than this are evaluated one by one (`_evaluate`), more plugin by plugin.
+_FEW_CHANGED = 4
 
 FilterFn = Callable[[CycleState, PodView, NodeInfo], Status]
 ScoreFn = Callable[[CycleState, PodView, NodeInfo], int]
@@ -77,12 +82,14 @@ class SignatureBatch:
         "_points",
         "_position",
         "_raw",
+        "_rows",
         "_runner",
         "_seen",
         "_snapshot",
         "_wanted",
         "_whole",
         "_windows",
+        "feasible_picks",
         "kept_picks",
     )
 
@@ -119,7 +126,9 @@ class SignatureBatch:
         self._windows: dict[int, WindowRows] = {}  # by first position (batch_totals)
         self._seen: dict[int, list[int]] = {}  # windows computed in full once, by first
         self._points: Points = {}  # normalized points by scorer and distinct values
+        self._rows: FeasibleRows | None = None  # built at the first pick of every feasible node
         self.kept_picks = 0  # picks made from a kept window's rows (tests read it)
+        self.feasible_picks = 0  # picks made from the rows of every feasible node (as well)
 
     def changed(self, node_name: str) -> None:
         """A placement (or its undo) touched this node: evaluate it again before the next pick."""
@@ -134,16 +143,52 @@ class SignatureBatch:
         self._dirty.clear()
         if len(dirty) == len(self._candidates) and not self._feasible:
             return self._evaluate_every_node(pod)
-        return all(self._evaluate(pod, i) for i in dirty)
+        if len(dirty) < _FEW_CHANGED:
+            return all(self._evaluate(pod, i) for i in dirty)
+        return self._evaluate_changed(pod, dirty)
 
     def _evaluate_every_node(self, pod: PodView) -> bool:
-        """The first evaluation, one plugin at a time over the nodes still passing (one
-        comprehension per plugin); filters and scores are pure, so this gives what `_evaluate`
-        node by node gives."""
-        state, nodes = self._base, self._candidates
+        """The first evaluation (`_evaluate_nodes` over every candidate PreFilter's hints
+        leave in)."""
+        nodes = self._candidates
         alive = list(range(len(nodes)))
         for hint in self._hints:  # a node left out fails a filter now: it stays unfit
             alive = [i for i in alive if nodes[i].name in hint]
+        passed = self._evaluate_nodes(pod, alive)
+        if passed is None:
+            return False
+        self._feasible = passed
+        self._rows = None
+        return True
+
+    def _evaluate_changed(self, pod: PodView, dirty: list[int]) -> bool:
+        """`_evaluate` of each of `dirty` (ascending), the plugins called one at a time over
+        them all, as `_evaluate_nodes` does."""
+        self._log.extend(dirty)
+        fits, feasible, rows = self._fits, self._feasible, self._rows
+        for i in dirty:
+            if fits[i]:
+                fits[i] = False
+                for k, counts in enumerate(self._counts):
+                    uncount(counts, self._raw[k][i])
+                del feasible[bisect_left(feasible, i)]
+                if rows is not None:
+                    rows.remove(i)
+        passed = self._evaluate_nodes(pod, dirty)
+        if passed is None:
+            return False
+        for i in passed:
+            insort(feasible, i)
+            if rows is not None:
+                rows.add(i, self._fixed, self._raw)
+        return True
+
+    def _evaluate_nodes(self, pod: PodView, alive: list[int]) -> list[int] | None:
+        """Filter and score the unfit candidates `alive` (ascending), one plugin at a time over
+        the nodes still passing; record the verdicts and scores of those passing and return
+        them; None when a plugin errs or scores out of range. Filters and scores are pure, so
+        this gives what `_evaluate` node by node gives."""
+        state, nodes = self._base, self._candidates
         # map over repeat() calls each plugin in C's loop, not a comprehension's.
         states, pods = repeat(state), repeat(pod)
         for check in self._filters:
@@ -154,13 +199,13 @@ class SignatureBatch:
                 if st is OK or st.code is Code.SUCCESS
             ]
             if len(passed) < len(alive) and any(st.code is Code.ERROR for st in statuses):
-                return False
+                return None
             alive = passed
         totals = [0] * len(alive)
         for scorer in self._plain:
             values = list(map(scorer.score, states, pods, map(nodes.__getitem__, alive)))
             if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
-                return False
+                return None
             totals = list(map(add, totals, map(mul, values, repeat(scorer.weight))))
         fixed = self._fixed
         for i, total in zip(alive, totals, strict=True):
@@ -174,8 +219,7 @@ class SignatureBatch:
                 counts[value] = counts.get(value, 0) + count
         for i in alive:
             self._fits[i] = True
-        self._feasible = alive
-        return True
+        return alive
 
     def rescore(self, pod: PodView, moved: frozenset[str]) -> bool:
         """Score again with the Score plugins named in `moved` when nothing but their own
@@ -205,6 +249,7 @@ class SignatureBatch:
                     raw[i] = value
                 self._counts[k] = dict(Counter(map(raw.__getitem__, self._feasible)))
         # Rows and points kept were computed with the old raw scores.
+        self._rows = None
         self._windows.clear()
         self._seen.clear()
         self._points.clear()
@@ -226,6 +271,8 @@ class SignatureBatch:
             for k, counts in enumerate(self._counts):
                 uncount(counts, self._raw[k][i])
             del self._feasible[bisect_left(self._feasible, i)]
+            if self._rows is not None:
+                self._rows.remove(i)
         self._fits[i] = fits
         if not fits:
             return True
@@ -240,6 +287,8 @@ class SignatureBatch:
             value = self._raw[k][i] = scorer.score(state, pod, info)
             self._counts[k][value] = self._counts[k].get(value, 0) + 1
         insort(self._feasible, i)
+        if self._rows is not None:
+            self._rows.add(i, self._fixed, self._raw)
         return True
 
     def sample(self) -> tuple[list[int], int, int] | None:
@@ -268,6 +317,10 @@ class SignatureBatch:
         # A scorer with one raw value over every feasible node shifts every total alike.
         included = tuple(k for k, counts in enumerate(self._counts) if len(counts) > 1)
         nodes = NodesOf(self._candidates, window)
+        if len(window) == len(self._feasible) and all(
+            self._normalized[k].by_value for k in included
+        ):
+            return self._pick_feasible(pod, window, included, nodes)
         kept = self._kept(window, included)
         if kept is not None:
             offsets = kept.best(self._normalized, self._base, pod, nodes, self._points)
@@ -288,6 +341,28 @@ class SignatureBatch:
         # The best nodes in window order, as _select lists them.
         ties = list(compress(window, map(best.__eq__, totals)))
         return ties[self._runner.rng.randrange(len(ties))]  # the runner's draw
+
+    def _pick_feasible(
+        self, pod: PodView, window: list[int], included: tuple[int, ...], nodes: NodesOf
+    ) -> int | None:
+        """`pick` when the window is every feasible node (rotated to start at window[0]) and
+        every included scorer is by value: the best rows of `FeasibleRows`, the very nodes
+        (and the same draw) the totals over the whole window give."""
+        weighted = feasible_points(
+            included, self._counts, self._normalized, self._base, pod, nodes, self._points
+        )
+        if weighted is None:
+            return None
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = FeasibleRows(self._feasible, self._fixed, self._raw)
+        best = rows.best(included, weighted)
+        self.feasible_picks += 1
+        if len(best) == 1:
+            return best[0]
+        # In window order: the positions from window[0] on, then those before it.
+        at = bisect_left(best, window[0])
+        return best[(at + self._runner.rng.randrange(len(best))) % len(best)]
 
     def _kept(self, window: list[int], included: tuple[int, ...]) -> WindowRows | None:
         """The window's rows brought up to date, when every included scorer is by value and

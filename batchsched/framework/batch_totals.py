@@ -17,7 +17,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 from operator import add, itemgetter, mul
 from typing import TypeVar, overload
 
@@ -240,3 +240,97 @@ class NodesOf(Sequence[NodeInfo]):
         if isinstance(index, slice):
             return [self._nodes[p] for p in self._positions[index]]
         return self._nodes[self._positions[index]]
+
+
+class FeasibleRows:
+    """Every feasible candidate grouped by row (every normalized scorer's raw value, the fixed
+    sum), kept as nodes are evaluated again: a window that is every feasible node (the runner
+    filters them all, as percentageOfNodesToScore 100 does) is picked from its ~80 rows, not
+    its ~500 nodes, when every included scorer is by value (module doc)."""
+
+    __slots__ = ("cells", "row_of")
+
+    def __init__(self, feasible: Sequence[int], fixed: list[int], raw: list[list[int]]) -> None:
+        self.row_of: dict[int, Row] = {}
+        self.cells: dict[Row, list[int]] = {}  # row -> candidate positions, ascending
+        columns = [list(map(values.__getitem__, feasible)) for values in raw]
+        keys = zip(*columns, strict=True) if columns else repeat((), len(feasible))
+        cells, row_of = self.cells, self.row_of
+        for i, key, total in zip(feasible, keys, map(fixed.__getitem__, feasible), strict=True):
+            row = row_of[i] = (key, total)
+            members = cells.get(row)
+            if members is None:
+                cells[row] = [i]
+            else:
+                members.append(i)
+
+    def add(self, i: int, fixed: list[int], raw: list[list[int]]) -> None:
+        """Candidate `i` is feasible with these raw scores now."""
+        row = self.row_of[i] = (tuple(values[i] for values in raw), fixed[i])
+        members = self.cells.get(row)
+        if members is None:
+            self.cells[row] = [i]
+        else:
+            insort(members, i)
+
+    def remove(self, i: int) -> None:
+        """Candidate `i` is no longer feasible with the scores it had (evaluated again)."""
+        row = self.row_of.pop(i)
+        members = self.cells[row]
+        del members[bisect_left(members, i)]
+        if not members:
+            del self.cells[row]
+
+    def best(
+        self,
+        included: tuple[int, ...],
+        weighted: Sequence[dict[int, int]],
+    ) -> list[int]:
+        """The positions of the highest total, ascending; `weighted`: per included scorer,
+        raw value -> weighted points (every feasible node's distinct values normalized)."""
+        top: int | None = None
+        winners: list[list[int]] = []
+        if len(included) == 1:
+            (k,), (points,) = included, weighted
+            for (key, fixed), members in self.cells.items():
+                total = fixed + points[key[k]]
+                if top is None or total > top:
+                    top, winners = total, [members]
+                elif total == top:
+                    winners.append(members)
+        else:
+            pairs = list(zip(included, weighted, strict=True))
+            for (key, fixed), members in self.cells.items():
+                total = fixed + sum(points[key[k]] for k, points in pairs)
+                if top is None or total > top:
+                    top, winners = total, [members]
+                elif total == top:
+                    winners.append(members)
+        return winners[0] if len(winners) == 1 else sorted(chain.from_iterable(winners))
+
+
+def feasible_points(
+    included: tuple[int, ...],
+    counts: Sequence[dict[int, int]],
+    scorers: Sequence[Scorer],
+    state: CycleState,
+    pod: PodView,
+    nodes: Sequence[NodeInfo],
+    memo: Points,
+) -> list[dict[int, int]] | None:
+    """Per included scorer (all by value), its raw value -> weighted points over the distinct
+    values of `counts` (every feasible node's); None when a normalized score falls outside
+    0..100. `memo` as in `WindowRows.best`."""
+    weighted = []
+    for k in included:
+        distinct = tuple(sorted(counts[k]))
+        points = memo.get((k, distinct))
+        if points is None:
+            points = _weigh(scorers[k], distinct, state, pod, nodes)
+            if points is None:
+                return None
+            if len(memo) >= KEPT_POINTS:
+                memo.clear()
+            memo[k, distinct] = points
+        weighted.append(points)
+    return weighted

@@ -83,6 +83,11 @@ class GangMembers:
         """Members picked from a batch's kept window rows (framework/batch_totals.py)."""
         return sum(b.kept_picks for b in self._batches.values() if b is not None)
 
+    @property
+    def feasible_picks(self) -> int:
+        """Members picked from the rows of every feasible node (framework/batch_totals.py)."""
+        return sum(b.feasible_picks for b in self._batches.values() if b is not None)
+
     def _batch_for(self, key: Hashable, pod: PodView) -> SignatureBatch | None:
         if key in self._batches:
             return self._batches[key]

@@ -236,3 +236,23 @@ def test_members_cycling_through_the_same_windows_pick_from_kept_rows_as_the_run
     assert placed == [node for node, *_ in plain]
     assert runner.mark() == plain_mark
     assert members.kept_picks >= 50  # all but the first visit of each window (and its second)
+
+
+def test_members_whose_window_is_every_feasible_node_pick_from_its_rows_as_the_runner() -> None:
+    # percentageOfNodesToScore 100: each member's window is every feasible node. Identical
+    # nodes share a row and tie, so the runner's generator draws among them in window order
+    # (the start index is 3: the ties wrap around); nodes placed on move to other rows.
+    profile = dataclasses.replace(PROFILE, percentage_of_nodes_to_score=100)
+    nodes = big_cluster(120) + [make_node(f"c{i}").cpu("16").memory("64Gi") for i in range(30)]
+    existing = [gpu_member(f"e{i}", 2, 4, None, False).node(f"g{i}") for i in range(0, 120, 7)]
+    pods = [gpu_member(f"m{i}", 1 + i % 3, 1 + i % 2, None, False).view() for i in range(90)]
+    plain, plain_mark, _ = run_members(profile, nodes, existing, pods, "never")
+    snapshot = Snapshot([n.view() for n in nodes], [p.view() for p in existing])
+    runner = ProfileRunner(profile, seed=7)
+    runner.next_start = 3
+    members = GangMembers(runner, snapshot, pods, None, "always")
+    with snapshot.begin_trial():
+        placed = [members.schedule(pod).node_name for pod in pods]
+    assert placed == [node for node, *_ in plain]
+    assert runner.mark() == plain_mark
+    assert members.feasible_picks >= 80  # all but each signature's single-node windows

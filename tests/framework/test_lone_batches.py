@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchsched.framework import batch
 from batchsched.framework.lone_batches import LoneBatches, learning_scorers
 from batchsched.framework.registry import assemble_profile
 from batchsched.framework.runner import ProfileRunner, RunnerMark
@@ -97,6 +99,26 @@ def test_lone_pods_from_kept_batches_land_where_the_runner_puts_them(
     ]
     plain = _replay(nodes, existing, percentage, shapes, steps, None)
     batched = _replay(nodes, existing, percentage, shapes, steps, LoneBatches(), changes_kept)
+    assert batched == plain
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), _steps, st.integers(1, 8))
+def test_nodes_changed_since_the_last_pick_evaluated_plugin_by_plugin_land_as_the_runner(
+    cluster: tuple[list[NodeBuilder], list[PodBuilder], int | None],
+    steps: list[Step],
+    cpu: int,
+) -> None:
+    """Every refresh with a changed node goes through `_evaluate_changed` (one plugin at a time
+    over the changed nodes), not only those with a few of them."""
+    nodes, existing, percentage = cluster
+    shapes: list[Callable[[str], PodView]] = [
+        lambda name: gpu_member(name, cpu, 1, None, False).view(),
+        lambda name: gpu_member(name, 2, 0, None, True).view(),
+    ]
+    plain = _replay(nodes, existing, percentage, shapes, steps, None)
+    with mock.patch.object(batch, "_FEW_CHANGED", 1):
+        batched = _replay(nodes, existing, percentage, shapes, steps, LoneBatches())
     assert batched == plain
 
 
