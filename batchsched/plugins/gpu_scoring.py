@@ -10,10 +10,13 @@ A node's raw score for a pod (higher is better) is, from most to least significa
    GPUs, how little cpu the node has left beyond what its free GPUs will need (best fit, so
    large cpu spaces stay whole for GPU pods), and on GPU nodes minus the configured penalty.
 
-Caching: every change to a node gives it a fresh `generation`, so a raw score computed for
-(pod demand, node generation) stays valid until that node changes. One placement changes one
-node, so a demand seen before costs one dict lookup per unchanged node. Misses use the
-fragmentation model's memo, shared by all nodes in the same state.
+Caching: a raw score is a function of the demand and of the node's state (GPU topology, free
+milli per GPU, cpu left, memory left). `NodeStates` numbers the distinct states, looked up by
+node generation (every change to a node gives it a fresh one), and raw scores are kept per
+(demand, state number): nodes in one state (hundreds of empty nodes of a kind) share one
+evaluation, and a demand seen before costs two dict lookups per unchanged node. The numbers
+outlive a change of fragmentation target (GpuTopology keeps one `NodeStates` for every scorer
+it makes), so a new target's scores cost a lookup per node and an evaluation per state.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ _SURPLUS_MAX: Final = 999  # FragmentationModel.surplus's top
 _MAX_DEMANDS: Final = 512
 _MAX_TABLE: Final = 50_000
 _MAX_STATES: Final = 200_000
+_NO_GPUS: Final = -1  # the state number of every node without GPUs (its raw score is 0)
 # One GPU (or a share of one) is as connected as a set gets: SELF on one NUMA node.
 _SINGLE_GPU: Final = GpuChoice((0,), LinkLevel.SELF, 1, 0, 0).quality
 K = TypeVar("K", bound=Hashable)
@@ -67,27 +71,74 @@ class GenerationTables(Generic[K]):
         return found
 
 
+class NodeStates:
+    """A number per distinct node state a raw score reads (GPU topology, free milli per GPU,
+    cpu left, memory left), looked up by node generation; never reused, so a number kept in a
+    table stays that state's even after the memo below was emptied."""
+
+    __slots__ = ("_by_node", "_next", "_numbers")
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[int, int]] = {}  # node name -> (generation, number)
+        # (topology id, free milli per GPU, cpu left, memory left) -> (topology, number); the
+        # topology is kept (so its id cannot be reused while the entry lives) and compared.
+        self._numbers: dict[tuple[int, tuple[int, ...], int, int], tuple[NodeTopology, int]] = {}
+        self._next = 0
+
+    def of(self, info: NodeInfo) -> int:
+        """The number of the state `info` is in."""
+        known = self._by_node.get(info.name)
+        if known is not None and known[0] == info.generation:
+            return known[1]
+        ledger = info.gpu
+        if ledger is None:
+            number = _NO_GPUS
+        else:
+            topology = ledger.topology
+            cpu_left = info.alloc_milli_cpu - info.req_milli_cpu
+            key = (id(topology), tuple(ledger.free), cpu_left, info.alloc_memory - info.req_memory)
+            found = self._numbers.get(key)
+            if found is not None and found[0] is topology:
+                number = found[1]
+            else:
+                if len(self._numbers) >= _MAX_STATES:
+                    self._numbers.clear()
+                number = self._next
+                self._next += 1
+                self._numbers[key] = (topology, number)
+        if len(self._by_node) >= _MAX_STATES:
+            self._by_node.clear()  # names of nodes long removed
+        self._by_node[info.name] = (info.generation, number)
+        return number
+
+
 class GpuScorer:
     def __init__(
         self,
         fragmentation: FragmentationModel,
         cpu_pod_penalty_milli: int,
         stranded_weight: float = 1.0,
+        states: NodeStates | None = None,
     ) -> None:
         self.fragmentation = fragmentation
         self._penalty = cpu_pod_penalty_milli * 1000 * _MICRO_UNIT
         self._stranded_weight = stranded_weight
         self._tables = GenerationTables[Demand]()
-        # node name -> (generation, sorted free milli, F before)
-        self._nodes: dict[str, tuple[int, tuple[int, ...], float]] = {}
-        # (demand, topology id, free milli per GPU, cpu left, memory left) -> (topology, raw):
-        # nodes in the same state (a fresh demand meets hundreds of empty nodes of one kind)
-        # share one evaluation. The topology is kept to rule out a reused id.
-        self._states: dict[tuple[object, ...], tuple[NodeTopology, int]] = {}
+        self.states = states if states is not None else NodeStates()
+        # state number -> (sorted free milli, F before)
+        self._befores: dict[int, tuple[tuple[int, ...], float]] = {}
 
     def table(self, demand: Demand) -> dict[int, int]:
-        """The raw scores already known for `demand`, by node generation."""
+        """The raw scores already known for `demand`, by state number (`score`)."""
         return self._tables.table(demand)
+
+    def score(self, demand: Demand, table: dict[int, int], info: NodeInfo) -> int:
+        """The raw score, from `table` (this demand's) when the node's state is in it."""
+        state = self.states.of(info)
+        found = table.get(state)
+        if found is None:
+            found = table[state] = self.raw(demand, info)
+        return found
 
     def raw(self, demand: Demand, info: NodeInfo) -> int:
         """The raw score; a function of the demand and the node's GPU topology, free milli per
@@ -97,22 +148,13 @@ class GpuScorer:
             return 0
         cpu_left = info.alloc_milli_cpu - info.req_milli_cpu
         memory_left = info.alloc_memory - info.req_memory
-        topology = ledger.topology
-        key = (demand, id(topology), tuple(ledger.free), cpu_left, memory_left)
-        known = self._states.get(key)
-        if known is not None and known[0] is topology:
-            return known[1]
-        if len(self._states) >= _MAX_STATES:
-            self._states.clear()
-        value = self._raw(demand, info, ledger, cpu_left, memory_left)
-        self._states[key] = (topology, value)
-        return value
+        return self._raw(demand, info, ledger, cpu_left, memory_left)
 
     def _raw(
         self, demand: Demand, info: NodeInfo, ledger: GpuLedger, cpu_left: int, memory_left: int
     ) -> int:
         count, milli, cpu, memory = demand
-        _, free, before = self._node(info, ledger)
+        free, before = self._node(info, ledger, cpu_left, memory_left)
         outcome = self._outcome(ledger, free, count, milli, cpu_left - cpu, memory_left - memory)
         if outcome is None:
             return 0  # Filter let it through without room: the filter is disabled
@@ -203,18 +245,19 @@ class GpuScorer:
                 best = (f_after, room)
         return best
 
-    def _node(self, info: NodeInfo, ledger: GpuLedger) -> tuple[int, tuple[int, ...], float]:
-        known = self._nodes.get(info.name)
-        if known is not None and known[0] == info.generation:
+    def _node(
+        self, info: NodeInfo, ledger: GpuLedger, cpu_left: int, memory_left: int
+    ) -> tuple[tuple[int, ...], float]:
+        """The node's free milli sorted largest first and its fragmentation, by state."""
+        state = self.states.of(info)
+        known = self._befores.get(state)
+        if known is not None:
             return known
+        if len(self._befores) >= _MAX_STATES:
+            self._befores.clear()
         free = ledger.sorted_free()
-        before = self.fragmentation.value(
-            ledger.model,
-            info.alloc_milli_cpu - info.req_milli_cpu,
-            info.alloc_memory - info.req_memory,
-            free,
-        )
-        known = self._nodes[info.name] = (info.generation, free, before)
+        before = self.fragmentation.value(ledger.model, cpu_left, memory_left, free)
+        known = self._befores[state] = (free, before)
         return known
 
 

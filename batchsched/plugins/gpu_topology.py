@@ -32,7 +32,7 @@ from batchsched.framework.status import OK, SKIP, Status, unresolvable, unschedu
 from batchsched.model.pod import PodView
 from batchsched.model.quantity import resource_amount
 from batchsched.model.resources import CPU, MEMORY
-from batchsched.plugins.gpu_scoring import Demand, GpuScorer, rank_normalize
+from batchsched.plugins.gpu_scoring import Demand, GpuScorer, NodeStates, rank_normalize
 from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel
 from gpu.placement import best_gpu_set
@@ -133,6 +133,7 @@ class GpuTopology:
         self._supply: dict[Host, int] = {}
         self._supply_at = (-1, -1)
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
+        self._states = NodeStates()  # kept across targets: a node's state is not the target's
         self._use(args.workload())
         # Named already, so the runner's with_plugin() hands back these same objects.
         self._wrong_model = unresolvable(WRONG_MODEL).with_plugin(self.name)
@@ -155,7 +156,7 @@ class GpuTopology:
             target = per_supply(target, self._supply, args.per_supply_capacity)
         self.fragmentation = FragmentationModel(target)
         self._scorer = GpuScorer(
-            self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight
+            self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight, self._states
         )
         self._score_pod = None  # its table belongs to the old scorer
         self.scoring_version += 1  # kept lone-pod batches scored with the old one are dropped
@@ -240,18 +241,9 @@ class GpuTopology:
 
     def score(self, state: CycleState, pod: PodView, node: NodeInfo) -> int:
         if pod is self._score_pod:
-            table = self._table
-            found = table.get(node.generation)
-            if found is not None:
-                return found
-            demand = self._demand
-        else:
-            demand, table = state.read(PRE_SCORE_KEY)
-            found = table.get(node.generation)
-            if found is not None:
-                return found
-        value = table[node.generation] = self._scorer.raw(demand, node)
-        return value
+            return self._scorer.score(self._demand, self._table, node)
+        demand, table = state.read(PRE_SCORE_KEY)
+        return self._scorer.score(demand, table, node)
 
     def normalize_scores(
         self, state: CycleState, pod: PodView, nodes: Sequence[NodeInfo], scores: list[int]
