@@ -211,6 +211,16 @@ def add_simulate_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def run_scheduler(args: argparse.Namespace) -> int:
+    from batchsched.runtime.heap import hold_collection, release_collection
+
+    hold_collection()  # until the informers have synced: runtime/heap.py says why
+    try:
+        return _run_scheduler(args)
+    finally:
+        release_collection()  # an early exit (bad input) leaves the collector as it was
+
+
+def _run_scheduler(args: argparse.Namespace) -> int:
     import asyncio
 
     from batchsched.config import ConfigError, default_config, load_config

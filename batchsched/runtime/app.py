@@ -53,6 +53,7 @@ from batchsched.runtime.app_quotas import Patch, QuotaFile, Quotas
 from batchsched.runtime.app_serving import start_serving, throttle_client
 from batchsched.runtime.gangs import GangTracker
 from batchsched.runtime.handlers import NodeEvents, PodEvents, PriorityClassEvents, TopologyEvents
+from batchsched.runtime.heap import settle_heap
 from batchsched.runtime.preempting import Preempting
 from batchsched.runtime.preemption_notes import NotePublisher
 from batchsched.runtime.queue import SchedulingQueue
@@ -366,6 +367,7 @@ class App:
     async def _lead_and_schedule(self) -> None:
         await asyncio.gather(*(i.wait_synced() for i in self.required))
         logger.info("informers synced nodes=%d", len(self.cache.snapshot))
+        settle_heap()
         if self.elector is None:
             await self.scheduler.run()
         else:
