@@ -94,6 +94,9 @@ class FragmentationModel:
         self._gpu_shapes = gpu_shapes
         self._by_model: dict[str, tuple[float, tuple[_Term, ...]]] = {}
         self._memo: dict[tuple[str, int, int, tuple[int, ...]], float] = {}
+        # sorted free -> per threshold (GPUs reaching it, free milli on those that don't): one
+        # per GPU state, whatever the node's model, cpu and memory.
+        self._reach: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         gpu_milli = sum(p * s.gpus_needed * s.per_gpu_milli for s, p in gpu_shapes)
         self.cpu_per_milli = (
             sum(p * s.milli_cpu for s, p in gpu_shapes) / gpu_milli if gpu_milli else 0.0
@@ -168,14 +171,8 @@ class FragmentationModel:
             found = self._by_model[model] = (always, tuple(terms))
         return found
 
-    def _evaluate(
-        self, model: str, cpu_rank: int, memory_rank: int, free: tuple[int, ...]
-    ) -> float:
-        idle = sum(free)
-        if idle <= 0:
-            return 0.0
-        always, terms = self._terms(model)
-        # Per threshold: how many GPUs reach it, and the free milli on those that don't.
+    def _reaching(self, free: tuple[int, ...], idle: int) -> list[tuple[int, int]]:
+        """Per threshold: how many GPUs reach it, and the free milli on those that don't."""
         reach: list[tuple[int, int]] = []
         for threshold in self._thresholds:
             count = above = 0
@@ -185,6 +182,20 @@ class FragmentationModel:
                 count += 1
                 above += f
             reach.append((count, idle - above))
+        return reach
+
+    def _evaluate(
+        self, model: str, cpu_rank: int, memory_rank: int, free: tuple[int, ...]
+    ) -> float:
+        idle = sum(free)
+        if idle <= 0:
+            return 0.0
+        always, terms = self._terms(model)
+        reach = self._reach.get(free)
+        if reach is None:
+            if len(self._reach) >= _MEMO_LIMIT:
+                self._reach.clear()
+            reach = self._reach[free] = self._reaching(free, idle)
         value = always * idle
         for cpu_needed, memory_needed, gpus, at, p in terms:
             count, stranded = reach[at]

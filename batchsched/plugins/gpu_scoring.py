@@ -125,8 +125,8 @@ class GpuScorer:
         self._stranded_weight = stranded_weight
         self._tables = GenerationTables[Demand]()
         self.states = states if states is not None else NodeStates()
-        # state number -> (sorted free milli, F before)
-        self._befores: dict[int, tuple[tuple[int, ...], float]] = {}
+        # state number -> (sorted free milli, F before, idle milli, stranded before)
+        self._befores: dict[int, tuple[tuple[int, ...], float, int, float]] = {}
 
     def table(self, demand: Demand) -> dict[int, int]:
         """The raw scores already known for `demand`, by state number (`score`)."""
@@ -154,16 +154,14 @@ class GpuScorer:
         self, demand: Demand, info: NodeInfo, ledger: GpuLedger, cpu_left: int, memory_left: int
     ) -> int:
         count, milli, cpu, memory = demand
-        free, before = self._node(info, ledger, cpu_left, memory_left)
+        free, before, idle, stranded_before = self._node(info, ledger, cpu_left, memory_left)
         outcome = self._outcome(ledger, free, count, milli, cpu_left - cpu, memory_left - memory)
         if outcome is None:
             return 0  # Filter let it through without room: the filter is disabled
         quality, f_after, taking = outcome
         frag = self.fragmentation
-        idle = sum(free)
         delta = f_after - before
         if self._stranded_weight:
-            stranded_before = frag.stranded(cpu_left, memory_left, idle)
             stranded_after = frag.stranded(cpu_left - cpu, memory_left - memory, idle - taking)
             delta += self._stranded_weight * (stranded_after - stranded_before)
         score = quality * _QUALITY_UNIT - _micro(delta)
@@ -247,8 +245,9 @@ class GpuScorer:
 
     def _node(
         self, info: NodeInfo, ledger: GpuLedger, cpu_left: int, memory_left: int
-    ) -> tuple[tuple[int, ...], float]:
-        """The node's free milli sorted largest first and its fragmentation, by state."""
+    ) -> tuple[tuple[int, ...], float, int, float]:
+        """The node's free milli sorted largest first, its fragmentation, idle milli and
+        stranded milli, by state."""
         state = self.states.of(info)
         known = self._befores.get(state)
         if known is not None:
@@ -256,8 +255,11 @@ class GpuScorer:
         if len(self._befores) >= _MAX_STATES:
             self._befores.clear()
         free = ledger.sorted_free()
-        before = self.fragmentation.value(ledger.model, cpu_left, memory_left, free)
-        known = self._befores[state] = (free, before)
+        frag = self.fragmentation
+        before = frag.value(ledger.model, cpu_left, memory_left, free)
+        idle = sum(free)
+        stranded = frag.stranded(cpu_left, memory_left, idle)
+        known = self._befores[state] = (free, before, idle, stranded)
         return known
 
 
