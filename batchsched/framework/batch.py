@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, repeat
 from operator import add, mul
 
@@ -135,6 +135,11 @@ class SignatureBatch:
         at = self._position.get(node_name)
         if at is not None:
             self._dirty.add(at)
+
+    def changed_nodes(self, nodes: Iterable[NodeInfo]) -> None:
+        """`changed` for each of `nodes`."""
+        position = self._position
+        self._dirty.update(at for info in nodes if (at := position.get(info.name)) is not None)
 
     def refresh(self, pod: PodView) -> bool:
         """Evaluate the nodes changed since the last pick; False when a plugin errs or scores

@@ -39,7 +39,8 @@ from batchsched.framework.signature import signature
 from batchsched.model.pod import PodView
 from batchsched.snapshot import Snapshot
 
-# Signatures remembered (seen once, or with a batch): the most recent ones.
+# Signatures remembered (seen once, or with a batch): the most recent ones. A batch holds a
+# few lists as long as the candidate list (~0.6 MB at 5000 nodes); the simulator keeps more.
 KEPT: Final = 64
 
 World = tuple[int, int, int, int, int]
@@ -92,20 +93,18 @@ class _Kept:
         seen = self.seen
         if changed is None:
             changed = [info for info in snapshot.nodes if info.generation > seen]
-        for info in changed:
-            batch.changed(info.name)
-            if info.generation > seen:
-                seen = info.generation
-        self.seen = seen
+        batch.changed_nodes(changed)
+        self.seen = max(seen, max((info.generation for info in changed), default=seen))
         self.mark = snapshot.change_mark()
 
 
 class LoneBatches:
     """The batches kept for lone pods, by signature (module doc)."""
 
-    __slots__ = ("_kept", "_seen", "batched", "built", "rescored")
+    __slots__ = ("_kept", "_limit", "_seen", "batched", "built", "rescored")
 
-    def __init__(self) -> None:
+    def __init__(self, kept: int = KEPT) -> None:
+        self._limit = kept  # signatures remembered, with a batch and seen once alike
         self._kept: OrderedDict[Hashable, _Kept] = OrderedDict()
         # Signatures seen once, with their first pod's batch where one was built then.
         self._seen: OrderedDict[Hashable, _Kept | None] = OrderedDict()
@@ -133,7 +132,7 @@ class LoneBatches:
         if kept is None and (first := self._seen.get(key)) is not None:
             kept = first  # its second pod: the first one's batch is kept from now on
             del self._seen[key]
-            _remember(self._kept, key, kept)
+            _remember(self._kept, key, kept, self._limit)
         if kept is not None and kept.valid_for(runner, snapshot):
             batch, moved = kept.batch, kept.moved()
             if batch is not None:
@@ -150,11 +149,11 @@ class LoneBatches:
             # kept apart (`_seen`) until a second pod comes, so one-off signatures do not
             # push out the batches of those that recur.
             first = self._build(runner, pod, snapshot) if _scores_every_node(runner) else None
-            _remember(self._seen, key, first)
+            _remember(self._seen, key, first, self._limit)
             return None if first is None else first.batch
         self._seen.pop(key, None)
         kept = self._build(runner, pod, snapshot)
-        _remember(self._kept, key, kept)
+        _remember(self._kept, key, kept, self._limit)
         return kept.batch
 
     def _build(self, runner: ProfileRunner, pod: PodView, snapshot: Snapshot) -> _Kept:
@@ -187,8 +186,8 @@ def _scores_every_node(runner: ProfileRunner) -> bool:
     return (runner.profile.percentage_of_nodes_to_score or 0) >= 100
 
 
-def _remember(memory: OrderedDict[Hashable, V], key: Hashable, value: V) -> None:
+def _remember(memory: OrderedDict[Hashable, V], key: Hashable, value: V, limit: int) -> None:
     memory[key] = value
     memory.move_to_end(key)
-    while len(memory) > KEPT:
+    while len(memory) > limit:
         memory.popitem(last=False)

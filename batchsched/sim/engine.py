@@ -69,6 +69,8 @@ from batchsched.snapshot import NodeInfo, Snapshot
 
 _DEPART: Final = 0
 _ARRIVE: Final = 1
+# Lone-pod signatures kept (framework/lone_batches.py KEPT: 64 in the live scheduler).
+SIM_KEPT_SIGNATURES: Final = 128
 
 
 class Observer(Protocol):
@@ -106,8 +108,9 @@ class Simulator:
         self._handle = SnapshotHandle(snapshot, self.runner)
         # The live scheduler's lone-pod batching (framework/lone_batches.py): the same
         # decisions as a full cycle per pod, for a fraction of the work on a trace whose pods
-        # repeat a few hundred shapes.
-        self.lone_batches = LoneBatches() if batching else None
+        # repeat a few hundred shapes. More signatures are kept than the live scheduler keeps:
+        # the openb default trace has 151, and a batch pushed out is built again in full.
+        self.lone_batches = LoneBatches(SIM_KEPT_SIGNATURES) if batching else None
         self._handle.lone_batches = self.lone_batches
         self.tenants = tenants
         if tenants is not None:

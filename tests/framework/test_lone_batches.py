@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -171,6 +172,36 @@ def test_a_runner_that_scores_every_node_batches_from_the_first_pod_as_unbatched
         places.append(chosen)
     assert places[0] == places[1]
     assert (batches.batched, batches.built) == (60 + 80, 1 + 80)
+
+
+@pytest.mark.parametrize(("kept", "built"), [(1, 3 * 20), (2, 3 * 20), (3, 3), (64, 3)])
+def test_signatures_beyond_the_kept_number_are_built_again_and_land_as_unbatched(
+    kept: int, built: int
+) -> None:
+    # Three deployments taking turns, every node scored: with fewer than three signatures
+    # kept, each pod's batch was pushed out by the two before it and is built again.
+    profile = dataclasses.replace(PROFILE, percentage_of_nodes_to_score=100)
+    nodes = [make_node(f"n{i}").cpu("8").memory("32Gi") for i in range(100)]
+    pods = [
+        make_pod(f"{app}-{i}", "shop").cpu(cpu).memory("1Gi").label("app", app).view()
+        for i in range(20)
+        for app, cpu in (("web", "500m"), ("api", "700m"), ("db", "900m"))
+    ]
+    places = []
+    batches = LoneBatches(kept)
+    for keeper in (None, batches):
+        snapshot = Snapshot([n.view() for n in nodes])
+        runner = ProfileRunner(profile, seed=1)
+        chosen = []
+        for pod in pods:
+            if keeper is None:
+                result = runner.schedule_one(pod, snapshot)
+            else:
+                result = keeper.schedule(runner, pod, snapshot)
+            chosen.append(result.node_name)
+        places.append((chosen, runner.mark()))
+    assert places[0] == places[1]
+    assert batches.built == built
 
 
 def test_a_node_update_that_moves_nothing_keeps_the_batch() -> None:
