@@ -24,7 +24,14 @@ from typing import Final
 
 from gpu.workload import DEFAULT_COVERAGE, PodShape, Workload, typical_workload
 
-__all__ = ["EstimateSettings", "Host", "WorkloadEstimate", "per_supply", "variation_distance"]
+__all__ = [
+    "EstimateSettings",
+    "Host",
+    "WorkloadEstimate",
+    "per_supply",
+    "supply_factor",
+    "variation_distance",
+]
 
 # Counts are kept multiplied by a growing scale (so old pods need no decaying one by one);
 # past this the counts and the scale are divided back down.
@@ -76,24 +83,42 @@ class Host:
         )
 
 
-def per_supply(workload: Workload, supply: Mapping[Host, int], capacity: bool = False) -> Workload:
-    """`workload` as the nodes that can host each shape meet it: a GPU shape that only nodes
-    holding a share q of the cluster's GPUs could host arrives at them 1/q times as often as its
-    popularity says (all of its pods land there), so its weight is divided by q, then all are
-    renormalized. The nodes that could host it are those of its GPU models, and with `capacity`
-    only those whose allocatable cpu, memory and GPU count fit it when empty (a 120-core pod
-    on a cluster where few nodes have 120 cores). `supply` counts the GPU nodes per Host;
-    shapes without GPUs, and shapes no node could host, keep their weight."""
-    total = sum(host.gpus * n for host, n in supply.items())
-    if total <= 0:
+def supply_factor(shape: PodShape, supply: Mapping[Host, int], capacity: bool = False) -> float:
+    """1/q for a GPU shape that only nodes holding a share q of the cluster's GPUs could host:
+    those of its GPU models and, with `capacity`, those whose allocatable cpu, memory and GPU
+    count fit it when empty. 1 for shapes without GPUs, shapes no node could host and clusters
+    without GPUs. `supply` counts the GPU nodes per Host."""
+    if not shape.wants_gpu or (not capacity and shape.models is None):
+        return 1.0
+    total = hosting = 0
+    for host, n in supply.items():
+        total += host.gpus * n
+        if host.could_host(shape, capacity):
+            hosting += host.gpus * n
+    return total / hosting if hosting > 0 else 1.0
+
+
+def per_supply(
+    workload: Workload,
+    supply: Mapping[Host, int],
+    capacity: bool = False,
+    factors: dict[PodShape, float] | None = None,
+) -> Workload:
+    """`workload` as the nodes that can host each shape meet it: a shape that only nodes holding
+    a share q of the GPUs could host arrives at them 1/q times as often as its popularity says
+    (all of its pods land there), so its weight is multiplied by `supply_factor`, then all are
+    renormalized (a 120-core pod on a cluster where few nodes have 120 cores). `factors`, if
+    given, remembers each shape's factor for this supply (the caller empties it when the supply
+    changes)."""
+    if not supply:
         return workload
+    memo: dict[PodShape, float] = {} if factors is None else factors
     weighted: list[tuple[PodShape, float]] = []
     for shape, p in workload.shapes:
-        if shape.wants_gpu and (capacity or shape.models is not None):
-            hosting = sum(h.gpus * n for h, n in supply.items() if h.could_host(shape, capacity))
-            if hosting > 0:
-                p *= total / hosting
-        weighted.append((shape, p))
+        factor = memo.get(shape)
+        if factor is None:
+            factor = memo[shape] = supply_factor(shape, supply, capacity)
+        weighted.append((shape, p * factor))
     return typical_workload(weighted, coverage=1.0)
 
 

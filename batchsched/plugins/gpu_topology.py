@@ -38,7 +38,7 @@ from gpu.fragmentation import FragmentationModel
 from gpu.placement import best_gpu_set
 from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
 from gpu.topology import LinkLevel
-from gpu.workload import DEFAULT_WORKLOAD, PodShape, Workload, typical_workload
+from gpu.workload import DEFAULT_COVERAGE, DEFAULT_WORKLOAD, PodShape, Workload, typical_workload
 from gpu.workload_estimate import EstimateSettings, Host, WorkloadEstimate, per_supply
 
 WRONG_MODEL: Final = "node(s) didn't have the requested GPU model"
@@ -89,11 +89,15 @@ class GpuTopologyArgs(PluginArgs):
     workload_half_life: int = Field(default=20_000, ge=0, le=10_000_000)
     # What the typical pods above are worth, in pods, as the estimate's starting point.
     workload_prior_pods: int = Field(default=500, ge=0, le=10_000_000)
+    # Re-estimate the learned target after this many more pods.
+    workload_refresh_pods: int = Field(default=50, ge=1, le=10_000_000)
     # Weigh each model-restricted pod shape by the cluster's GPUs over those of its models.
     per_supply: bool = True
     # With perSupply, count only the GPUs of nodes whose allocatable cpu, memory and GPU count
-    # could host the shape at all (a 120-core pod where few nodes have 120 cores).
-    per_supply_capacity: bool = False
+    # could host the shape at all (a 120-core pod where few nodes have 120 cores), keep the
+    # typical pods of the weighted shares (a rare shape that few nodes can host stays in), and
+    # feed the stranded measure the arriving pods' own cpu and memory per GPU.
+    per_supply_capacity: bool = True
 
     @field_validator("typical_pods")
     @classmethod
@@ -111,7 +115,11 @@ class GpuTopologyArgs(PluginArgs):
         if not self.workload_half_life:
             return None
         settings = EstimateSettings(
-            half_life=self.workload_half_life, prior_pods=self.workload_prior_pods
+            half_life=self.workload_half_life,
+            prior_pods=self.workload_prior_pods,
+            refresh_pods=self.workload_refresh_pods,
+            # By host capacity, the typical pods are cut after weighting: every shape is kept.
+            coverage=1.0 if self.per_supply and self.per_supply_capacity else DEFAULT_COVERAGE,
         )
         return WorkloadEstimate(self.workload(), settings)
 
@@ -131,6 +139,7 @@ class GpuTopology:
         # GPU nodes per Host (model, allocatable cpu and memory, healthy GPUs), and the
         # (node count, GPU node count) it was taken at.
         self._supply: dict[Host, int] = {}
+        self._factors: dict[PodShape, float] = {}  # per_supply's factor per shape, this supply
         self._supply_at = (-1, -1)
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._states = NodeStates()  # kept across targets: a node's state is not the target's
@@ -152,9 +161,16 @@ class GpuTopology:
         """Score against `target` from now on (a fresh scorer: the cached scores were for the
         old one)."""
         args = self._args
-        if self._supply and args.per_supply:
-            target = per_supply(target, self._supply, args.per_supply_capacity)
+        arriving = target
+        if args.per_supply and args.per_supply_capacity and self.estimate is not None:
+            arriving = typical_workload(target.shapes, DEFAULT_COVERAGE)
+            weighted = per_supply(target, self._supply, True, self._factors)
+            target = typical_workload(weighted.shapes, DEFAULT_COVERAGE)
+        elif self._supply and args.per_supply:
+            target = per_supply(target, self._supply, False, self._factors)
         self.fragmentation = FragmentationModel(target)
+        if arriving is not target:
+            _feed_as(self.fragmentation, arriving)
         self._scorer = GpuScorer(
             self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight, self._states
         )
@@ -175,6 +191,7 @@ class GpuTopology:
                 supply[host] = supply.get(host, 0) + 1
         if supply != self._supply:
             self._supply = supply
+            self._factors = {}
             self._use(self.estimate.current if self.estimate is not None else self._args.workload())
 
     def pre_enqueue(self, pod: PodView) -> Status:
@@ -276,6 +293,15 @@ class GpuTopology:
         # The runner forgets the pod right after Unreserve, which gives back its GPUs (and a
         # trial's undo log restores any earlier assignment): nothing to release twice here.
         snapshot.forget_gpu_hint(pod.uid)
+
+
+def _feed_as(model: FragmentationModel, workload: Workload) -> None:
+    """Let `model` measure stranded GPUs at `workload`'s cpu and memory per milli-GPU: the
+    shares weighted by supply say which shapes each node meets, not what the pods need per GPU
+    (their 120-core, 720 GiB shapes would make every 96-core node look short of cpu)."""
+    ratios = FragmentationModel(workload)
+    model.cpu_per_milli = ratios.cpu_per_milli
+    model.memory_per_milli = ratios.memory_per_milli
 
 
 def nodes_with_room(nodes: Iterable[NodeInfo], request: GpuRequest) -> list[NodeInfo]:

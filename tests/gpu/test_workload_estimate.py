@@ -10,6 +10,7 @@ from gpu.workload_estimate import (
     Host,
     WorkloadEstimate,
     per_supply,
+    supply_factor,
     variation_distance,
 )
 
@@ -166,7 +167,18 @@ def test_a_shape_weighs_the_cluster_gpus_over_those_of_nodes_that_could_host_it(
     )
     share = factor / (factor + 1) if shape != SMALL else 1.0
     assert found[shape] == round(share, 6)
+    assert supply_factor(shape, CLUSTER, capacity) == pytest.approx(factor)
     assert sum(found.values()) == pytest.approx(1.0)
+
+
+def test_factors_are_remembered_per_shape_for_the_caller() -> None:
+    factors: dict[PodShape, float] = {}
+    workload = typical_workload([(HUGE_CPU, 1.0), (SMALL, 1.0)], 1.0)
+    first = per_supply(workload, CLUSTER, True, factors)
+    assert factors == {HUGE_CPU: 5.0, SMALL: 1.0}
+    factors[HUGE_CPU] = 1.0  # what the caller keeps is what is used
+    assert weights(per_supply(workload, CLUSTER, True, factors)) == weights(workload)
+    assert weights(first) == {HUGE_CPU: round(5 / 6, 6), SMALL: round(1 / 6, 6)}
 
 
 def test_host_capacity_is_checked_against_allocatable_cpu_memory_and_gpu_count() -> None:

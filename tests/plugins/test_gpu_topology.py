@@ -339,3 +339,28 @@ def test_with_per_supply_capacity_a_shape_few_nodes_can_host_weighs_more(
     scores_for(plugin, snap, make_pod("p").cpu("4").memory("16Gi").gpus(1))
     found = {shape.milli_cpu: round(p, 6) for shape, p in plugin.fragmentation.workload.shapes}
     assert found == {120_000: huge_weight, 8_000: round(1 - huge_weight, 6)}
+
+
+def test_by_capacity_a_rare_shape_few_nodes_can_host_survives_the_typical_pods_cut() -> None:
+    # 1 % of the pods ask for 120 cores, which one node in ten has: weighed 10x it is 9 % of
+    # what the nodes meet, inside the 95 % of typical pods (cut first, it would be dropped).
+    huge = TypicalPod(cpu="120", memory="256Gi", gpus=8, weight=1)
+    small = TypicalPod(cpu="8", memory="32Gi", gpus=1, weight=99)
+    plugin = GpuTopology(GpuTopologyArgs(typical_pods=(huge, small)))
+    nodes = [gpu_node("big").cpu("128"), *(gpu_node(f"m{i}") for i in range(9))]
+    snap = snapshot_of(nodes)
+    scores_for(plugin, snap, make_pod("p").cpu("4").memory("16Gi").gpus(1))
+    found = {shape.milli_cpu: round(p, 6) for shape, p in plugin.fragmentation.workload.shapes}
+    assert found == {120_000: round(10 / 109, 6), 8_000: round(99 / 109, 6)}
+
+
+def test_by_capacity_stranded_gpus_are_measured_at_the_arriving_pods_cpu_per_gpu() -> None:
+    # Weighted 4:1, the 120-core shape would raise the cpu per GPU the stranded measure
+    # expects from 128/9 to 488/33 cores; it keeps what the arriving pods (1:1) ask.
+    huge = TypicalPod(cpu="120", memory="256Gi", gpus=8)
+    small = TypicalPod(cpu="8", memory="32Gi", gpus=1)
+    plugin = GpuTopology(GpuTopologyArgs(typical_pods=(huge, small)))
+    snap = snapshot_of([gpu_node("big").cpu("128"), gpu_node("m1"), gpu_node("m2"), gpu_node("m3")])
+    scores_for(plugin, snap, make_pod("p").cpu("4").memory("16Gi").gpus(1))
+    assert plugin.fragmentation.cpu_per_milli == pytest.approx(128_000 / 9_000)
+    assert plugin.fragmentation.memory_per_milli == pytest.approx(288 * 1024**3 / 9_000)
