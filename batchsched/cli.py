@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="pods that started less than this ago are never preempted, e.g. 10m "
         "(default 0: as kube-scheduler)",
     )
+    run.add_argument(
+        "--event-loop",
+        default="auto",
+        choices=("auto", "uvloop", "asyncio"),
+        help="auto (default): uvloop where installed, else asyncio's own loop",
+    )
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.add_argument("--log-format", default="text", choices=("text", "json"))
     add_simulate_parser(commands)
@@ -226,6 +232,7 @@ def _run_scheduler(args: argparse.Namespace) -> int:
     from batchsched.config import ConfigError, default_config, load_config
     from batchsched.kube.client import KubeConfigError
     from batchsched.runtime.app import RunOptions, run
+    from batchsched.runtime.event_loop import EventLoopUnavailable, loop_factory
     from batchsched.runtime.serving_flags import serving_options
     from queues.config import load_quota_file
 
@@ -252,7 +259,14 @@ def _run_scheduler(args: argparse.Namespace) -> int:
         **serving,  # type: ignore[arg-type]
     )
     try:
-        return asyncio.run(run(options, config))
+        loop_name, new_loop = loop_factory(args.event_loop)
+    except EventLoopUnavailable as err:
+        print(f"batchsched run: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    logging.getLogger(__name__).info("event loop=%s", loop_name)
+    try:
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            return runner.run(run(options, config))
     except (KubeConfigError, ConfigError) as err:  # ConfigError: a bad or missing quota file
         print(f"batchsched run: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

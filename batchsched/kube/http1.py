@@ -23,7 +23,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, cast
 from urllib.parse import quote, urlsplit
 
 from batchsched.kube.http1_parse import ProtocolError, Response, ResponseParser
@@ -73,8 +73,9 @@ class Connection(asyncio.Protocol):
         self._answer: asyncio.Future[Response] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # asyncio's transports subclass asyncio.Transport; uvloop's TLS transport only
+        # has its methods
+        self.transport = cast(asyncio.Transport, transport)
 
     def exchange(self, request: bytes, head_request: bool) -> asyncio.Future[Response]:
         """Send `request`; the future is its answer."""

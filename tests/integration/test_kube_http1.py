@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import uvloop
 from kubernetes_asyncio import client, config
 
 from batchsched.kube.client import ApiError, ApiUnavailable, api_client, request_json
@@ -212,3 +213,26 @@ async def test_a_connection_closed_as_a_request_arrives_is_retried_once_only_if_
     with pytest.raises(ApiError) as missing:
         await request_json(api, "GET", f"{CONFIG_MAPS}/{name}")
     assert missing.value.status == 404
+
+
+def test_the_pool_speaks_tls_to_the_server_on_uvloop_too(control_plane: ControlPlane) -> None:
+    """`batchsched run` runs on uvloop (runtime/event_loop.py), whose TLS transport is not
+    asyncio's: the pool must make, reuse and read connections through it the same way."""
+
+    async def requests() -> tuple[type, list[str], int]:
+        api = await api_client(str(control_plane.kubeconfig))
+        async with api:
+            names = []
+            for _ in range(5):
+                got = await request_json(api, "GET", "/api/v1/namespaces/default")
+                names.append(str(got["metadata"]["name"]))  # type: ignore[index]
+            with pytest.raises(ApiError):
+                await request_json(api, "GET", "/api/v1/namespaces/default/pods/no-such-pod")
+            return type(asyncio.get_running_loop()), names, pool_of(api).opened
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        loop, names, opened = runner.run(requests())
+
+    assert loop is uvloop.Loop
+    assert names == ["default"] * 5
+    assert opened == 1

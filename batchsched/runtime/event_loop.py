@@ -1,0 +1,39 @@
+"""Which event loop `batchsched run` runs on.
+
+uvloop (libuv, its TLS and transports in C) where it is installed, which it is on Linux with
+batchsched's own dependencies; asyncio's loop otherwise or when asked. On the 5000-pod
+backlog bench the scheduler took 3.87-3.93 CPU-s on uvloop against 4.04-4.32 on asyncio's
+loop (docs/benchmarks.md): most of a pod's client cost is TLS records and transports, which
+asyncio does in Python.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["EVENT_LOOPS", "EventLoopUnavailable", "loop_factory"]
+
+EVENT_LOOPS: Final = ("auto", "uvloop", "asyncio")
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+class EventLoopUnavailable(RuntimeError):
+    """The loop asked for by name cannot be had here."""
+
+
+def loop_factory(choice: str) -> tuple[str, LoopFactory]:
+    """The loop's name and how to make one: `auto` is uvloop where importable, else asyncio."""
+    if choice not in EVENT_LOOPS:
+        raise EventLoopUnavailable(f"event loop {choice!r}: one of {', '.join(EVENT_LOOPS)}")
+    if choice == "asyncio":
+        return "asyncio", asyncio.new_event_loop
+    try:
+        import uvloop
+    except ImportError as err:
+        if choice == "uvloop":
+            raise EventLoopUnavailable(f"event loop uvloop: not installed ({err})") from err
+        return "asyncio", asyncio.new_event_loop
+    return "uvloop", uvloop.new_event_loop
