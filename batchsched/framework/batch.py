@@ -5,15 +5,7 @@ the same scheduling signature. Here the reuse is scoped to one gang trial and mu
 placement the unbatched runner gives (same rotating sample, same normalization, same seeded tie
 break), so the rules are:
 
-- A pod has a signature only without inter-pod (anti-)affinity, topology spread constraints,
-  host ports, resource claims or a preset node: those make a node's verdict depend on other
-  nodes or on the pods placed so far. Names and uids are left out; labels stay in (default
-  spread constraints select by them, so whether PodTopologySpread SKIPs may differ), and so do
-  annotations (GPU requests are read from them).
-- Every Filter and Score plugin left enabled after PreFilter/PreScore must be one whose result
-  for a node depends only on the pod's signature and that node (`NODE_LOCAL_PLUGINS`,
-  framework/signature.py); any other plugin (spread, affinity, out-of-tree ones) turns
-  batching off.
+- Which pods and plugins can be batched at all: framework/batch_build.py.
 - Verdicts and raw scores of every candidate are computed once; placing a member changes one
   node, and only that node is evaluated again. Each member's sample is the same window of the
   rotating start index the runner would filter, its normalized scores are recomputed over that
@@ -29,10 +21,9 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, repeat
-from operator import add, mul
 
+from batchsched.framework.batch_eval import FilterFn, evaluate_nodes
 from batchsched.framework.batch_totals import (
-    BY_VALUE_NORMALIZERS,
     FeasibleRows,
     NodesOf,
     Points,
@@ -48,18 +39,15 @@ from batchsched.framework.interfaces import MAX_NODE_SCORE, MIN_NODE_SCORE
 from batchsched.framework.runner import (
     ProfileRunner,
     ScheduleResult,
-    Within,
     num_feasible_nodes_to_find,
 )
-from batchsched.framework.signature import NODE_LOCAL_PLUGINS
-from batchsched.framework.status import OK, Code, Status, is_ok
+from batchsched.framework.status import OK, Code, is_ok
 from batchsched.model.pod import PodView
 from batchsched.snapshot import NodeInfo, Snapshot
 
 # Changed nodes fewer than this are evaluated one by one (`_evaluate`), more plugin by plugin.
 _FEW_CHANGED = 4
 
-FilterFn = Callable[[CycleState, PodView, NodeInfo], Status]
 ScoreFn = Callable[[CycleState, PodView, NodeInfo], int]
 
 
@@ -189,42 +177,25 @@ class SignatureBatch:
         return True
 
     def _evaluate_nodes(self, pod: PodView, alive: list[int]) -> list[int] | None:
-        """Filter and score the unfit candidates `alive` (ascending), one plugin at a time over
-        the nodes still passing; record the verdicts and scores of those passing and return
-        them; None when a plugin errs or scores out of range. Filters and scores are pure, so
-        this gives what `_evaluate` node by node gives."""
-        state, nodes = self._base, self._candidates
-        # map over repeat() calls each plugin in C's loop, not a comprehension's.
-        states, pods = repeat(state), repeat(pod)
-        for check in self._filters:
-            statuses = list(map(check, states, pods, map(nodes.__getitem__, alive)))
-            passed = [
-                i
-                for i, st in zip(alive, statuses, strict=True)
-                if st is OK or st.code is Code.SUCCESS
-            ]
-            if len(passed) < len(alive) and any(st.code is Code.ERROR for st in statuses):
-                return None
-            alive = passed
-        totals = [0] * len(alive)
-        for scorer in self._plain:
-            values = list(map(scorer.score, states, pods, map(nodes.__getitem__, alive)))
-            if values and (min(values) < MIN_NODE_SCORE or max(values) > MAX_NODE_SCORE):
-                return None
-            totals = list(map(add, totals, map(mul, values, repeat(scorer.weight))))
+        """`evaluate_nodes` over the unfit candidates `alive`: record the verdicts and scores
+        of those passing and return them (None as it does)."""
+        found = evaluate_nodes(
+            self._filters, self._plain, self._normalized, self._base, pod, self._candidates, alive
+        )
+        if found is None:
+            return None
+        passed, totals, raws = found
         fixed = self._fixed
-        for i, total in zip(alive, totals, strict=True):
+        for i, total in zip(passed, totals, strict=True):
             fixed[i] = total
-        for k, scorer in enumerate(self._normalized):
-            raw, counts = self._raw[k], self._counts[k]
-            values = list(map(scorer.score, states, pods, map(nodes.__getitem__, alive)))
-            for i, value in zip(alive, values, strict=True):
+        for raw, counts, values in zip(self._raw, self._counts, raws, strict=True):
+            for i, value in zip(passed, values, strict=True):
                 raw[i] = value
             for value, count in Counter(values).items():
                 counts[value] = counts.get(value, 0) + count
-        for i in alive:
+        for i in passed:
             self._fits[i] = True
-        return alive
+        return passed
 
     def rescore(self, pod: PodView, moved: frozenset[str]) -> bool:
         """Score again with the Score plugins named in `moved` when nothing but their own
@@ -426,47 +397,3 @@ class SignatureBatch:
             permit_timeout=timeout,
             state=state,
         )
-
-
-def build_batch(
-    runner: ProfileRunner, pod: PodView, snapshot: Snapshot, within: Within | None
-) -> SignatureBatch | None:
-    """A batch for `pod`'s signature, or None when a plugin is not node-local or PreFilter,
-    PreScore or a first evaluation says something the runner must report itself."""
-    profile = runner.profile
-    state = CycleState()
-    try:
-        # A hint leaves out no candidate: a node without room now may have room for a later
-        # pod of the signature. Its nodes are the only ones the first evaluation filters.
-        hints: list[frozenset[str]] = []
-        candidates, _ = runner.run_pre_filter(state, pod, snapshot, within, hints)
-        if isinstance(candidates, Status) or not candidates:
-            return None
-        enabled = [p for p in profile.filter if p.name not in state.skip_filter]
-        if any(p.name not in NODE_LOCAL_PLUGINS for p in enabled):
-            return None
-        for plugin in profile.pre_score:
-            status = plugin.pre_score(state, pod, snapshot, candidates)
-            if status.code is Code.SKIP:
-                state.skip_score.add(plugin.name)
-            elif not is_ok(status):
-                return None
-        scoring = [s for s in profile.score if s.plugin.name not in state.skip_score]
-        if any(s.plugin.name not in NODE_LOCAL_PLUGINS for s in scoring):
-            return None
-        scorers = [
-            Scorer(
-                s.plugin.score,
-                s.weight,
-                s.normalizer,
-                s.plugin.name in BY_VALUE_NORMALIZERS,
-                s.plugin.name,
-            )
-            for s in scoring
-        ]
-        batch = SignatureBatch(
-            runner, snapshot, state, candidates, [p.filter for p in enabled], scorers, hints
-        )
-        return batch if batch.refresh(pod) else None
-    except MissingState:
-        return None

@@ -32,7 +32,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from batchsched.framework.batch import SignatureBatch, build_batch
+from batchsched.framework.batch import SignatureBatch
+from batchsched.framework.batch_build import build_batch
 from batchsched.framework.interfaces import VersionedScoring
 from batchsched.framework.runner import ProfileRunner, ScheduleResult
 from batchsched.framework.signature import signature

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Literal
 
-from batchsched.framework.batch import SignatureBatch, build_batch
+from batchsched.framework.batch import SignatureBatch
+from batchsched.framework.batch_build import build_batch
 from batchsched.framework.runner import (
     ProfileRunner,
     ScheduleResult,

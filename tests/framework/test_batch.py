@@ -8,7 +8,7 @@ from typing import ClassVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsched.framework.batch import build_batch
+from batchsched.framework.batch_build import build_batch
 from batchsched.framework.cycle_state import CycleState
 from batchsched.framework.members import Batching, GangMembers
 from batchsched.framework.profile import Profile

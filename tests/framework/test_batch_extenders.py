@@ -10,7 +10,7 @@ from collections.abc import Hashable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchsched.framework.batch import build_batch
+from batchsched.framework.batch_build import build_batch
 from batchsched.framework.profile import Profile
 from batchsched.framework.runner import ProfileRunner
 from batchsched.framework.signature import signature
