@@ -11,12 +11,13 @@ A node's raw score for a pod (higher is better) is, from most to least significa
    large cpu spaces stay whole for GPU pods), and on GPU nodes minus the configured penalty.
 
 Caching: a raw score is a function of the demand and of the node's state (GPU topology, free
-milli per GPU, cpu left, memory left). `NodeStates` numbers the distinct states, looked up by
-node generation (every change to a node gives it a fresh one), and raw scores are kept per
-(demand, state number): nodes in one state (hundreds of empty nodes of a kind) share one
-evaluation, and a demand seen before costs two dict lookups per unchanged node. The numbers
-outlive a change of fragmentation target (GpuTopology keeps one `NodeStates` for every scorer
-it makes), so a new target's scores cost a lookup per node and an evaluation per state.
+milli per GPU, cpu left, memory left). Every change to a node gives it a fresh generation, so
+`NodeStates` numbers the distinct states, looked up by node generation, and raw scores are
+kept per (demand, state number): nodes in one state (hundreds of empty nodes of a kind) share
+one evaluation, and a demand seen before costs two int-keyed dict lookups per unchanged node
+(GpuTopology.score makes them inline). The numbers outlive a change of fragmentation target
+(GpuTopology keeps one `NodeStates` for every scorer it makes), so a new target's scores cost
+two lookups per node and an evaluation per state.
 """
 
 from __future__ import annotations
@@ -76,10 +77,12 @@ class NodeStates:
     cpu left, memory left), looked up by node generation; never reused, so a number kept in a
     table stays that state's even after the memo below was emptied."""
 
-    __slots__ = ("_by_node", "_next", "_numbers")
+    __slots__ = ("_next", "_numbers", "by_generation")
 
     def __init__(self) -> None:
-        self._by_node: dict[str, tuple[int, int]] = {}  # node name -> (generation, number)
+        # node generation -> number: generations are never reused (node_info.py), so this is
+        # read without a method call on the scoring path (GpuTopology.score); emptied when full.
+        self.by_generation: dict[int, int] = {}
         # (topology id, free milli per GPU, cpu left, memory left) -> (topology, number); the
         # topology is kept (so its id cannot be reused while the entry lives) and compared.
         self._numbers: dict[tuple[int, tuple[int, ...], int, int], tuple[NodeTopology, int]] = {}
@@ -87,9 +90,9 @@ class NodeStates:
 
     def of(self, info: NodeInfo) -> int:
         """The number of the state `info` is in."""
-        known = self._by_node.get(info.name)
-        if known is not None and known[0] == info.generation:
-            return known[1]
+        known = self.by_generation.get(info.generation)
+        if known is not None:
+            return known
         ledger = info.gpu
         if ledger is None:
             number = _NO_GPUS
@@ -106,9 +109,9 @@ class NodeStates:
                 number = self._next
                 self._next += 1
                 self._numbers[key] = (topology, number)
-        if len(self._by_node) >= _MAX_STATES:
-            self._by_node.clear()  # names of nodes long removed
-        self._by_node[info.name] = (info.generation, number)
+        if len(self.by_generation) >= _MAX_TABLE:
+            self.by_generation.clear()  # mostly generations of nodes changed since
+        self.by_generation[info.generation] = number
         return number
 
 
@@ -123,7 +126,7 @@ class GpuScorer:
         self.fragmentation = fragmentation
         self._penalty = cpu_pod_penalty_milli * 1000 * _MICRO_UNIT
         self._stranded_weight = stranded_weight
-        self._tables = GenerationTables[Demand]()
+        self._tables = GenerationTables[Demand]()  # by state number
         self.states = states if states is not None else NodeStates()
         # state number -> (sorted free milli, F before, idle milli, stranded before)
         self._befores: dict[int, tuple[tuple[int, ...], float, int, float]] = {}

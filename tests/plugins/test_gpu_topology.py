@@ -341,6 +341,19 @@ def test_with_per_supply_capacity_a_shape_few_nodes_can_host_weighs_more(
     assert found == {120_000: huge_weight, 8_000: round(1 - huge_weight, 6)}
 
 
+def test_by_capacity_a_node_with_an_unhealthy_gpu_cannot_host_a_shape_wanting_all() -> None:
+    # Two 8-GPU nodes, one with a GPU down: 15 healthy GPUs, of which only the 8 of the whole
+    # node could take an 8-GPU pod, so that shape weighs 15/8 (counting the sick GPU: 1:1).
+    whole = TypicalPod(cpu="8", memory="32Gi", gpus=8)
+    small = TypicalPod(cpu="8", memory="32Gi", gpus=1)
+    plugin = GpuTopology(GpuTopologyArgs(typical_pods=(whole, small)))
+    sick = gpu_node("sick").annotation("batchsched.io/unhealthy-gpus", "1")
+    snap = snapshot_of([gpu_node("ok"), sick])
+    scores_for(plugin, snap, make_pod("p").cpu("4").memory("16Gi").gpus(1))
+    found = {shape.gpu_count: round(p, 6) for shape, p in plugin.fragmentation.workload.shapes}
+    assert found == {8: round(15 / 23, 6), 1: round(8 / 23, 6)}
+
+
 def test_by_capacity_a_rare_shape_few_nodes_can_host_survives_the_typical_pods_cut() -> None:
     # 1 % of the pods ask for 120 cores, which one node in ten has: weighed 10x it is 9 % of
     # what the nodes meet, inside the 95 % of typical pods (cut first, it would be dropped).
