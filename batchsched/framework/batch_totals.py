@@ -134,14 +134,9 @@ class WindowRows:
             weighted = []
             for t, k in enumerate(self.included):
                 distinct = tuple(sorted(self.counts[t]))
-                points = memo.get((k, distinct))
+                points = _remembered(memo, k, distinct, scorers[k], state, pod, nodes)
                 if points is None:
-                    points = _weigh(scorers[k], distinct, state, pod, nodes)
-                    if points is None:
-                        return None
-                    if len(memo) >= KEPT_POINTS:
-                        memo.clear()
-                    memo[k, distinct] = points
+                    return None
                 weighted.append(points)
             self.weighted = weighted
         top: int | None = None
@@ -166,6 +161,27 @@ def uncount(counts: dict[int, int], value: int) -> None:
         counts[value] = left
     else:
         del counts[value]
+
+
+def _remembered(
+    memo: Points,
+    k: int,
+    distinct: tuple[int, ...],
+    scorer: Scorer,
+    state: CycleState,
+    pod: PodView,
+    nodes: Sequence[NodeInfo],
+) -> dict[int, int] | None:
+    """`_weigh` of scorer `k` over `distinct`, remembered in `memo` (cleared when full)."""
+    points = memo.get((k, distinct))
+    if points is None:
+        points = _weigh(scorer, distinct, state, pod, nodes)
+        if points is None:
+            return None
+        if len(memo) >= KEPT_POINTS:
+            memo.clear()
+        memo[k, distinct] = points
+    return points
 
 
 def _weigh(
@@ -324,13 +340,8 @@ def feasible_points(
     weighted = []
     for k in included:
         distinct = tuple(sorted(counts[k]))
-        points = memo.get((k, distinct))
+        points = _remembered(memo, k, distinct, scorers[k], state, pod, nodes)
         if points is None:
-            points = _weigh(scorers[k], distinct, state, pod, nodes)
-            if points is None:
-                return None
-            if len(memo) >= KEPT_POINTS:
-                memo.clear()
-            memo[k, distinct] = points
+            return None
         weighted.append(points)
     return weighted
