@@ -27,7 +27,13 @@ from typing import Final
 from gpu.topology import MILLI_PER_GPU
 from gpu.workload import PodShape, Workload
 
-__all__ = ["FragReport", "FragmentationModel", "node_fragmentation", "shape_fragment"]
+__all__ = [
+    "FragReport",
+    "FragmentationModel",
+    "node_fragmentation",
+    "per_milli_gpu",
+    "shape_fragment",
+]
 
 _MEMO_LIMIT: Final = 500_000
 
@@ -81,10 +87,26 @@ class FragReport:
         return 100.0 * self.frag_milli / self.idle_milli if self.idle_milli else 0.0
 
 
-class FragmentationModel:
-    """F_n(M) for one workload, memoized on (model, cpu rank, memory rank, sorted free)."""
+def per_milli_gpu(workload: Workload) -> tuple[float, float]:
+    """(cpu, memory) per milli-GPU that `workload`'s GPU pods ask for, popularity-weighted;
+    (0, 0) for a workload without GPU pods."""
+    gpu_shapes = [(s, p) for s, p in workload.shapes if s.wants_gpu]
+    gpu_milli = sum(p * s.gpus_needed * s.per_gpu_milli for s, p in gpu_shapes)
+    if not gpu_milli:
+        return 0.0, 0.0
+    cpu = sum(p * s.milli_cpu for s, p in gpu_shapes) / gpu_milli
+    return cpu, sum(p * s.memory for s, p in gpu_shapes) / gpu_milli
 
-    def __init__(self, workload: Workload) -> None:
+
+class FragmentationModel:
+    """F_n(M) for one workload, memoized on (model, cpu rank, memory rank, sorted free).
+
+    `stranded_at`, if given, is the workload whose cpu and memory per milli-GPU the stranded
+    and surplus measures use instead of `workload`'s: a target whose shares are weighted by
+    how few nodes can host each shape says which shapes a node meets, not what pods need per
+    GPU (GpuTopology passes the arriving pods' own mix)."""
+
+    def __init__(self, workload: Workload, stranded_at: Workload | None = None) -> None:
         self.workload = workload
         gpu_shapes = [(s, p) for s, p in workload.shapes if s.wants_gpu]
         self._no_gpu = sum(p for s, p in workload.shapes if not s.wants_gpu)
@@ -97,30 +119,36 @@ class FragmentationModel:
         # sorted free -> per threshold (GPUs reaching it, free milli on those that don't): one
         # per GPU state, whatever the node's model, cpu and memory.
         self._reach: dict[tuple[int, ...], list[tuple[int, int]]] = {}
-        gpu_milli = sum(p * s.gpus_needed * s.per_gpu_milli for s, p in gpu_shapes)
-        self.cpu_per_milli = (
-            sum(p * s.milli_cpu for s, p in gpu_shapes) / gpu_milli if gpu_milli else 0.0
+        self._cpu_per_milli, self._memory_per_milli = per_milli_gpu(
+            workload if stranded_at is None else stranded_at
         )
-        self.memory_per_milli = (
-            sum(p * s.memory for s, p in gpu_shapes) / gpu_milli if gpu_milli else 0.0
-        )
+
+    @property
+    def cpu_per_milli(self) -> float:
+        """Milli-cpu per milli-GPU of a typical GPU pod (the stranded measure's ratio)."""
+        return self._cpu_per_milli
+
+    @property
+    def memory_per_milli(self) -> float:
+        """Memory bytes per milli-GPU of a typical GPU pod."""
+        return self._memory_per_milli
 
     def stranded(self, milli_cpu_left: int, memory_left: int, idle: int) -> float:
         """Free milli-GPU the node's cpu or memory cannot feed at the workload's typical ratio
         of cpu (memory) per milli-GPU: the node's GPUs left over once its cpu runs out."""
         fed = float(idle)
-        if self.cpu_per_milli:
-            fed = min(fed, max(0, milli_cpu_left) / self.cpu_per_milli)
-        if self.memory_per_milli:
-            fed = min(fed, max(0, memory_left) / self.memory_per_milli)
+        if self._cpu_per_milli:
+            fed = min(fed, max(0, milli_cpu_left) / self._cpu_per_milli)
+        if self._memory_per_milli:
+            fed = min(fed, max(0, memory_left) / self._memory_per_milli)
         return idle - fed
 
     def surplus(self, milli_cpu_left: int, memory_left: int, idle: int) -> int:
         """0..999: how much cpu the node has beyond what its free GPUs will need, in tenths of
         a GPU's typical share of cpu (where a pod without GPUs does least harm)."""
-        if not self.cpu_per_milli:
+        if not self._cpu_per_milli:
             return 0
-        extra = max(0, milli_cpu_left) / self.cpu_per_milli - idle
+        extra = max(0, milli_cpu_left) / self._cpu_per_milli - idle
         return int(max(0.0, min(999.0, extra / 100)))
 
     def value(

@@ -169,9 +169,10 @@ class GpuTopology:
             target = typical_workload(weighted.shapes, DEFAULT_COVERAGE)
         elif self._supply and args.per_supply:
             target = per_supply(target, self._supply, False, self._factors)
-        self.fragmentation = FragmentationModel(target)
-        if arriving is not target:
-            _feed_as(self.fragmentation, arriving)
+        # Stranded GPUs are measured at the arriving pods' own cpu and memory per GPU: the
+        # shares weighted by supply say which shapes each node meets, not what pods need per
+        # GPU (their 120-core, 720 GiB shapes would make every 96-core node look short of cpu).
+        self.fragmentation = FragmentationModel(target, stranded_at=arriving)
         self._scorer = GpuScorer(
             self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight, self._states
         )
@@ -308,15 +309,6 @@ class GpuTopology:
         # The runner forgets the pod right after Unreserve, which gives back its GPUs (and a
         # trial's undo log restores any earlier assignment): nothing to release twice here.
         snapshot.forget_gpu_hint(pod.uid)
-
-
-def _feed_as(model: FragmentationModel, workload: Workload) -> None:
-    """Let `model` measure stranded GPUs at `workload`'s cpu and memory per milli-GPU: the
-    shares weighted by supply say which shapes each node meets, not what the pods need per GPU
-    (their 120-core, 720 GiB shapes would make every 96-core node look short of cpu)."""
-    ratios = FragmentationModel(workload)
-    model.cpu_per_milli = ratios.cpu_per_milli
-    model.memory_per_milli = ratios.memory_per_milli
 
 
 def nodes_with_room(nodes: Iterable[NodeInfo], request: GpuRequest) -> list[NodeInfo]:

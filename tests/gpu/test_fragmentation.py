@@ -80,6 +80,16 @@ def test_stranded_gpus_are_those_the_cpu_cannot_feed() -> None:
     assert model.stranded(16000, 10**12, 4000) == 0
 
 
+def test_stranded_gpus_can_be_measured_at_another_workloads_ratio() -> None:
+    # The fragment terms follow the 32-cpu pair; the stranded measure the 4-cpu pods.
+    heavy = Workload(((PodShape(32_000, 0, gpu_count=2), 1.0),))
+    model = FragmentationModel(heavy, stranded_at=Workload(((WHOLE, 1.0),)))
+    assert (model.cpu_per_milli, FragmentationModel(heavy).cpu_per_milli) == (4.0, 16.0)
+    assert model.stranded(8000, 10**12, 4000) == 2000
+    assert model.value("X", 8000, 10**12, (1000, 1000)) == 2000  # no pair fits 8 cpu
+    assert model.value("X", 32_000, 10**12, (1000, 1000)) == 0
+
+
 def test_report_totals() -> None:
     report = FragReport(frag_milli=500.0, idle_milli=1000, total_milli=10000)
     assert (report.fragmented_gpus, report.pct_of_total, report.pct_of_idle) == (0.5, 5.0, 50.0)
