@@ -36,7 +36,12 @@ from batchsched.kube.throttle import (
     retry_delay,
     throttle_of,
 )
-from batchsched.kube.transport import lean_pool, proxied, request_headers
+from batchsched.kube.transport import (
+    lean_pool,
+    proxied,
+    request_headers,
+    send_certificate_as_loaded,
+)
 
 __all__ = [
     "JSON",
@@ -126,6 +131,7 @@ async def api_client(
             continue
         log.info("kube config source=%s host=%s", source, cfg.host)
         api = ApiClient(cfg)
+        send_certificate_as_loaded(api)
         await _without_per_request_env_lookups(api)
         limit_in_flight(api, max_in_flight)
         return api

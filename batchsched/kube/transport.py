@@ -17,8 +17,16 @@ from weakref import WeakKeyDictionary
 from kubernetes_asyncio.client import ApiClient
 
 from batchsched.kube.http1 import Endpoint, Pool
+from batchsched.kube.tls_chain import send_as_loaded
 
-__all__ = ["PROXY_VARIABLES", "TRANSPORT_VARIABLE", "lean_pool", "proxied", "request_headers"]
+__all__ = [
+    "PROXY_VARIABLES",
+    "TRANSPORT_VARIABLE",
+    "lean_pool",
+    "proxied",
+    "request_headers",
+    "send_certificate_as_loaded",
+]
 
 TRANSPORT_VARIABLE: Final = "BATCHSCHED_KUBE_TRANSPORT"
 PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
@@ -59,17 +67,32 @@ def _new_pool(api: ApiClient) -> Pool | None:
     return pool
 
 
+def send_certificate_as_loaded(api: ApiClient) -> None:
+    """The context aiohttp's connector holds (the lean pool shares it) sends the client
+    certificate without the chain OpenSSL would build up to the CA: kube/tls_chain.py says
+    what that costs the API server. Call before the first request."""
+    held = _held_context(api)
+    if held is not None and api.configuration.cert_file:
+        send_as_loaded(held)
+
+
+def _held_context(api: ApiClient) -> ssl.SSLContext | None:
+    held = getattr(api.rest_client.pool_manager.connector, "_ssl", None)
+    return held if isinstance(held, ssl.SSLContext) else None
+
+
 def _tls_context(api: ApiClient) -> ssl.SSLContext:
     """The context aiohttp's connector was built with (CA, client certificate and key,
     verification as configured), so both paths trust and present the same; built the way
     kubernetes_asyncio builds it where the connector does not hold one."""
-    held = getattr(api.rest_client.pool_manager.connector, "_ssl", None)
-    if isinstance(held, ssl.SSLContext):
+    held = _held_context(api)
+    if held is not None:
         return held
     cfg = api.configuration
     context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
     if cfg.cert_file:
         context.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+        send_as_loaded(context)
     if not cfg.verify_ssl:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
