@@ -1,4 +1,4 @@
-"""Which event loop `batchsched run` runs on.
+"""Which event loop `batchsched run` and `batchsched extender` run on.
 
 uvloop (libuv, its TLS and transports in C) where it is installed, which it is on Linux with
 batchsched's own dependencies; asyncio's loop otherwise or when asked. On the 5000-pod

@@ -28,6 +28,12 @@ def add_extender_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     ext.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML (profiles)")
     ext.add_argument("--profile", help="the config's profile to answer with (default: first)")
+    ext.add_argument(
+        "--event-loop",
+        default="auto",
+        choices=("auto", "uvloop", "asyncio"),
+        help="auto (default): uvloop where installed, else asyncio's own loop",
+    )
     ext.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -37,6 +43,7 @@ def run_extender(args: argparse.Namespace) -> int:
 
     from batchsched.config import ConfigError, load_config
     from batchsched.kube.client import KubeConfigError
+    from batchsched.runtime.event_loop import EventLoopUnavailable, loop_factory
     from batchsched.runtime.extender_server import ExtenderOptions, extender_config, serve_extender
 
     logging.basicConfig(level=args.log_level, force=True)
@@ -56,7 +63,14 @@ def run_extender(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     options = ExtenderOptions(args.kubeconfig, host or "0.0.0.0", int(port), args.profile)
     try:
-        return asyncio.run(serve_extender(options, config))
+        loop_name, new_loop = loop_factory(args.event_loop)
+    except EventLoopUnavailable as err:
+        print(f"batchsched extender: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    logging.getLogger(__name__).info("event loop=%s", loop_name)
+    try:
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            return runner.run(serve_extender(options, config))
     except KubeConfigError as err:
         print(f"batchsched extender: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,4 +1,4 @@
-"""Which loop `batchsched run` runs on (runtime/event_loop.py)."""
+"""Which loop `batchsched run` and `batchsched extender` run on (runtime/event_loop.py)."""
 
 from __future__ import annotations
 
@@ -71,3 +71,33 @@ def test_batchsched_run_refuses_a_loop_it_cannot_have_before_connecting(
 
     assert code == EXIT_BAD_INPUT
     assert "event loop uvloop: not installed" in capsys.readouterr().err
+
+
+def test_batchsched_extender_refuses_a_loop_it_cannot_have_before_connecting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+
+    code = main(["extender", "--event-loop", "uvloop", "--kubeconfig", "/nonexistent/kubeconfig"])
+
+    assert code == EXIT_BAD_INPUT
+    assert "event loop uvloop: not installed" in capsys.readouterr().err
+
+
+def test_batchsched_extender_runs_on_the_loop_asked_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from batchsched.runtime import extender_server
+
+    seen: list[type] = []
+
+    async def serve(options: object, config: object) -> int:
+        seen.append(type(asyncio.get_running_loop()))
+        return 0
+
+    monkeypatch.setattr(extender_server, "serve_extender", serve)
+
+    assert main(["extender", "--event-loop", "asyncio", "--address", "127.0.0.1:0"]) == 0
+    assert main(["extender", "--address", "127.0.0.1:0"]) == 0
+    assert not issubclass(seen[0], uvloop.Loop)
+    assert seen[1] is uvloop.Loop
