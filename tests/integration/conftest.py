@@ -6,11 +6,13 @@ with the reason; elsewhere they skip with the reason printed.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
+import uvloop
 from kubernetes_asyncio import client, config
 
 from batchsched.kube.client import MERGE_PATCH, ApiError, request_json
@@ -44,6 +46,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if older:
         config.hook.pytest_deselected(items=older)
         items[:] = [item for item in items if not item.get_closest_marker("k8s136")]
+
+
+# `batchsched run` runs on uvloop where installed (runtime/event_loop.py); the schedulers this
+# suite starts in-process run on the test's loop, asyncio's. The KWOK lifecycle tests, where
+# pods finish and fail under a live scheduler, run on both. (The failover test's replicas are
+# `batchsched run` processes, on uvloop already.)
+BOTH_LOOPS = frozenset({"test_lifecycle_kwok.py"})
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    factories: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+        "asyncio": asyncio.new_event_loop
+    }
+    if item.path.name in BOTH_LOOPS:
+        factories["uvloop"] = uvloop.new_event_loop
+    return factories
 
 
 K8S136_MINOR = 36
