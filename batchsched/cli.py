@@ -179,12 +179,11 @@ def run_scheduler(args: argparse.Namespace) -> int:
 
 
 def _run_scheduler(args: argparse.Namespace) -> int:
-    import asyncio
 
     from batchsched.config import ConfigError, default_config, load_config
     from batchsched.kube.client import KubeConfigError
     from batchsched.runtime.app import RunOptions, run
-    from batchsched.runtime.event_loop import EventLoopUnavailable, loop_factory
+    from batchsched.runtime.event_loop import EventLoopUnavailable, run_on_loop
     from batchsched.runtime.serving_flags import serving_options
     from queues.config import load_quota_file
 
@@ -211,15 +210,9 @@ def _run_scheduler(args: argparse.Namespace) -> int:
         **serving,  # type: ignore[arg-type]
     )
     try:
-        loop_name, new_loop = loop_factory(args.event_loop)
-    except EventLoopUnavailable as err:
-        print(f"batchsched run: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    logging.getLogger(__name__).info("event loop=%s", loop_name)
-    try:
-        with asyncio.Runner(loop_factory=new_loop) as runner:
-            return runner.run(run(options, config))
-    except (KubeConfigError, ConfigError) as err:  # ConfigError: a bad or missing quota file
+        return run_on_loop(args.event_loop, lambda: run(options, config))
+    # EventLoopUnavailable: refused before connecting; ConfigError: a bad or missing quota file
+    except (EventLoopUnavailable, KubeConfigError, ConfigError) as err:
         print(f"batchsched run: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -10,10 +10,11 @@ asyncio does in Python.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Coroutine
 from typing import Final
 
-__all__ = ["EVENT_LOOPS", "EventLoopUnavailable", "loop_factory"]
+__all__ = ["EVENT_LOOPS", "EventLoopUnavailable", "loop_factory", "run_on_loop"]
 
 EVENT_LOOPS: Final = ("auto", "uvloop", "asyncio")
 
@@ -37,3 +38,12 @@ def loop_factory(choice: str) -> tuple[str, LoopFactory]:
             raise EventLoopUnavailable(f"event loop uvloop: not installed ({err})") from err
         return "asyncio", asyncio.new_event_loop
     return "uvloop", uvloop.new_event_loop
+
+
+def run_on_loop(choice: str, main: Callable[[], Coroutine[object, object, int]]) -> int:
+    """Run `main()` to its end on the loop `choice` names, logged; `EventLoopUnavailable`
+    before `main` is called when that loop cannot be had."""
+    name, new_loop = loop_factory(choice)
+    logging.getLogger(__name__).info("event loop=%s", name)
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        return runner.run(main())

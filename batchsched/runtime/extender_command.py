@@ -38,12 +38,11 @@ def add_extender_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def run_extender(args: argparse.Namespace) -> int:
-    import asyncio
     import logging
 
     from batchsched.config import ConfigError, load_config
     from batchsched.kube.client import KubeConfigError
-    from batchsched.runtime.event_loop import EventLoopUnavailable, loop_factory
+    from batchsched.runtime.event_loop import EventLoopUnavailable, run_on_loop
     from batchsched.runtime.extender_server import ExtenderOptions, extender_config, serve_extender
 
     logging.basicConfig(level=args.log_level, force=True)
@@ -63,14 +62,7 @@ def run_extender(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     options = ExtenderOptions(args.kubeconfig, host or "0.0.0.0", int(port), args.profile)
     try:
-        loop_name, new_loop = loop_factory(args.event_loop)
-    except EventLoopUnavailable as err:
-        print(f"batchsched extender: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    logging.getLogger(__name__).info("event loop=%s", loop_name)
-    try:
-        with asyncio.Runner(loop_factory=new_loop) as runner:
-            return runner.run(serve_extender(options, config))
-    except KubeConfigError as err:
+        return run_on_loop(args.event_loop, lambda: serve_extender(options, config))
+    except (EventLoopUnavailable, KubeConfigError) as err:
         print(f"batchsched extender: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT

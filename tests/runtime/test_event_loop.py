@@ -62,26 +62,16 @@ def test_a_loop_that_cannot_be_had_is_an_error_saying_why(
         loop_factory(choice)
 
 
-def test_batchsched_run_refuses_a_loop_it_cannot_have_before_connecting(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("command", ["run", "extender"])
+def test_a_command_refuses_a_loop_it_cannot_have_before_connecting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     monkeypatch.setitem(sys.modules, "uvloop", None)
 
-    code = main(["run", "--event-loop", "uvloop", "--kubeconfig", "/nonexistent/kubeconfig"])
+    code = main([command, "--event-loop", "uvloop", "--kubeconfig", "/nonexistent/kubeconfig"])
 
     assert code == EXIT_BAD_INPUT
-    assert "event loop uvloop: not installed" in capsys.readouterr().err
-
-
-def test_batchsched_extender_refuses_a_loop_it_cannot_have_before_connecting(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setitem(sys.modules, "uvloop", None)
-
-    code = main(["extender", "--event-loop", "uvloop", "--kubeconfig", "/nonexistent/kubeconfig"])
-
-    assert code == EXIT_BAD_INPUT
-    assert "event loop uvloop: not installed" in capsys.readouterr().err
+    assert f"batchsched {command}: event loop uvloop: not installed" in capsys.readouterr().err
 
 
 def test_batchsched_extender_runs_on_the_loop_asked_for(
