@@ -6,9 +6,10 @@ chain from its trust store and sends the CA along with the certificate. Go clien
 client-go, kube-scheduler) send what the certificate file holds and nothing more. The API
 server verifies the client's chain on every request, not once per connection: first as a
 front-proxy candidate (`--requestheader-client-ca-file`), then against `--client-ca-file`, and
-the extra certificate costs an ECDSA verification in each. On the 5000-pod backlog bench that
-was ~2.4 of the API server's ~8.7 CPU-seconds against ~0.9 for kube-scheduler's requests
-(docs/benchmarks.md, session 13).
+the extra certificate costs an ECDSA verification in each. In an 8-second CPU profile of the
+API server during the 5000-pod backlog bench, chain verification took 2.37 of 8.67 CPU-seconds
+for our requests, 0.86 of 6.59 for kube-scheduler's, and 0.77 once the CA was no longer sent
+(docs/benchmarks.md, "The client certificate chain").
 
 Python's ssl module has no switch for OpenSSL's SSL_MODE_NO_AUTO_CHAIN, so `send_as_loaded`
 sets it on the context's SSL_CTX through ctypes, and only where that is known to be sound:
