@@ -28,6 +28,7 @@ __all__ = [
     "EstimateSettings",
     "Host",
     "WorkloadEstimate",
+    "host_ranks",
     "per_supply",
     "supply_factor",
     "variation_distance",
@@ -96,6 +97,25 @@ def supply_factor(shape: PodShape, supply: Mapping[Host, int], capacity: bool = 
         if host.could_host(shape, capacity):
             hosting += host.gpus * n
     return total / hosting if hosting > 0 else 1.0
+
+
+def host_ranks(supply: Mapping[Host, int]) -> dict[Host, int]:
+    """0..999 per Host: the share of the cluster's GPUs on nodes at least as big as it in cpu,
+    memory and GPU count. High for a common host whose pods most nodes could take; low for a
+    big one few nodes match (128 cores where most have 96), the only place for pods that ask
+    for that much. `supply` counts the GPU nodes per Host."""
+    total = sum(host.gpus * n for host, n in supply.items())
+    ranks: dict[Host, int] = {}
+    for host in supply:
+        bigger = sum(
+            other.gpus * n
+            for other, n in supply.items()
+            if other.milli_cpu >= host.milli_cpu
+            and other.memory >= host.memory
+            and other.gpus >= host.gpus
+        )
+        ranks[host] = 999 * bigger // total if total else 0
+    return ranks
 
 
 def per_supply(

@@ -8,22 +8,26 @@ A node's raw score for a pod (higher is better) is, from most to least significa
    for good, which FGD alone does not see until it happens);
 3. a tie-break: for GPU pods, how full the node's GPUs are afterwards (pack); for pods without
    GPUs, how little cpu the node has left beyond what its free GPUs will need (best fit, so
-   large cpu spaces stay whole for GPU pods), and on GPU nodes minus the configured penalty.
+   large cpu spaces stay whole for GPU pods), and on GPU nodes minus the configured penalty;
+4. the last tie-break: how common the node's size is (`host_ranks`: the share of the GPUs on
+   nodes at least as big), so that where fragmentation cannot tell two empty nodes apart (the
+   target does not yet hold the pods only the bigger can host) the smaller one is taken, not
+   the one with the most room that NodeResourcesFit's LeastAllocated would pick.
 
 Caching: a raw score is a function of the demand and of the node's state (GPU topology, free
-milli per GPU, cpu left, memory left). Every change to a node gives it a fresh generation, so
-`NodeStates` numbers the distinct states, looked up by node generation, and raw scores are
-kept per (demand, state number): nodes in one state (hundreds of empty nodes of a kind) share
-one evaluation, and a demand seen before costs two int-keyed dict lookups per unchanged node
-(GpuTopology.score makes them inline). The numbers outlive a change of fragmentation target
-(GpuTopology keeps one `NodeStates` for every scorer it makes), so a new target's scores cost
-two lookups per node and an evaluation per state.
+milli per GPU, cpu left, memory left, allocatable cpu and memory). Every change to a node gives
+it a fresh generation, so `NodeStates` numbers the distinct states, looked up by node
+generation, and raw scores are kept per (demand, state number): nodes in one state (hundreds of
+empty nodes of a kind) share one evaluation, and a demand seen before costs two int-keyed dict
+lookups per unchanged node (GpuTopology.score makes them inline). The numbers outlive a change
+of fragmentation target (GpuTopology keeps one `NodeStates` for every scorer it makes), so a
+new target's scores cost two lookups per node and an evaluation per state.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Final, Generic, TypeAlias, TypeVar
 
 from batchsched.snapshot import NodeInfo, Snapshot
@@ -31,12 +35,14 @@ from gpu.fragmentation import FragmentationModel, FragReport
 from gpu.ledger import GpuLedger, Grants
 from gpu.placement import GpuChoice, best_gpu_set
 from gpu.topology import MILLI_PER_GPU, LinkLevel, NodeTopology
+from gpu.workload_estimate import Host
 
 # (whole GPUs, share milli, milli cpu, memory bytes): what a score depends on.
 Demand: TypeAlias = tuple[int, int, int, int]
 
-_QUALITY_UNIT: Final = 10**13
-_MICRO_UNIT: Final = 1000  # room below the fragmentation term for the packing tie-break
+_QUALITY_UNIT: Final = 10**16
+_HOST_UNIT: Final = 1000  # room below the packing or best-fit term for the host tie-break
+_MICRO_UNIT: Final = 1000 * _HOST_UNIT  # room below the fragmentation term for the tie-breaks
 _PACKING_MAX: Final = 999
 _SURPLUS_MAX: Final = 999  # FragmentationModel.surplus's top
 _MAX_DEMANDS: Final = 512
@@ -74,8 +80,9 @@ class GenerationTables(Generic[K]):
 
 class NodeStates:
     """A number per distinct node state a raw score reads (GPU topology, free milli per GPU,
-    cpu left, memory left), looked up by node generation; never reused, so a number kept in a
-    table stays that state's even after the memo below was emptied."""
+    cpu left, memory left, allocatable cpu and memory), looked up by node generation; never
+    reused, so a number kept in a table stays that state's even after the memo below was
+    emptied."""
 
     __slots__ = ("_next", "_numbers", "by_generation")
 
@@ -83,9 +90,12 @@ class NodeStates:
         # node generation -> number: generations are never reused (node_info.py), so this is
         # read without a method call on the scoring path (GpuTopology.score); emptied when full.
         self.by_generation: dict[int, int] = {}
-        # (topology id, free milli per GPU, cpu left, memory left) -> (topology, number); the
-        # topology is kept (so its id cannot be reused while the entry lives) and compared.
-        self._numbers: dict[tuple[int, tuple[int, ...], int, int], tuple[NodeTopology, int]] = {}
+        # (topology id, free milli per GPU, cpu left, memory left, allocatable cpu, allocatable
+        # memory) -> (topology, number); the topology is kept (so its id cannot be reused
+        # while the entry lives) and compared.
+        self._numbers: dict[
+            tuple[int, tuple[int, ...], int, int, int, int], tuple[NodeTopology, int]
+        ] = {}
         self._next = 0
 
     def of(self, info: NodeInfo) -> int:
@@ -99,7 +109,14 @@ class NodeStates:
         else:
             topology = ledger.topology
             cpu_left = info.alloc_milli_cpu - info.req_milli_cpu
-            key = (id(topology), tuple(ledger.free), cpu_left, info.alloc_memory - info.req_memory)
+            key = (
+                id(topology),
+                tuple(ledger.free),
+                cpu_left,
+                info.alloc_memory - info.req_memory,
+                info.alloc_milli_cpu,
+                info.alloc_memory,
+            )
             found = self._numbers.get(key)
             if found is not None and found[0] is topology:
                 number = found[1]
@@ -122,8 +139,10 @@ class GpuScorer:
         cpu_pod_penalty_milli: int,
         stranded_weight: float = 1.0,
         states: NodeStates | None = None,
+        host_ranks: Mapping[Host, int] | None = None,
     ) -> None:
         self.fragmentation = fragmentation
+        self._host_ranks = host_ranks or {}  # workload_estimate.host_ranks of the supply
         self._penalty = cpu_pod_penalty_milli * 1000 * _MICRO_UNIT
         self._stranded_weight = stranded_weight
         self._tables = GenerationTables[Demand]()  # by state number
@@ -167,14 +186,23 @@ class GpuScorer:
         if self._stranded_weight:
             stranded_after = frag.stranded(cpu_left - cpu, memory_left - memory, idle - taking)
             delta += self._stranded_weight * (stranded_after - stranded_before)
-        score = quality * _QUALITY_UNIT - _micro(delta)
+        score = quality * _QUALITY_UNIT - _micro(delta) + self._host_rank(info, ledger)
         if taking:
-            return score + _packing(ledger, taking)
+            return score + _packing(ledger, taking) * _HOST_UNIT
         # Best fit on cpu: the node with the least cpu to spare beyond what its free GPUs will
         # need. Spreading such pods (most to spare first) nibbles at every node's cpu until
         # GPU pods no longer fit (docs/benchmarks.md: the cpu-heavy trace variants).
         spare = frag.surplus(cpu_left - cpu, memory_left - memory, idle)
-        return score + _SURPLUS_MAX - spare - self._penalty
+        return score + (_SURPLUS_MAX - spare) * _HOST_UNIT - self._penalty
+
+    def _host_rank(self, info: NodeInfo, ledger: GpuLedger) -> int:
+        """Last tie-break: the more common the node's size, the better (a node few others
+        match in cpu, memory and GPUs is kept for the pods only it can host)."""
+        if not self._host_ranks:
+            return 0
+        gpus = ledger.capacity_milli // MILLI_PER_GPU  # healthy ones, as the supply counts
+        host = Host(ledger.model, info.alloc_milli_cpu, info.alloc_memory, gpus)
+        return self._host_ranks.get(host, 0)
 
     def _outcome(
         self,

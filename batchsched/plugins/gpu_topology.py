@@ -38,8 +38,21 @@ from gpu.fragmentation import FragmentationModel
 from gpu.placement import best_gpu_set
 from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
 from gpu.topology import MILLI_PER_GPU, LinkLevel
-from gpu.workload import DEFAULT_COVERAGE, DEFAULT_WORKLOAD, PodShape, Workload, typical_workload
-from gpu.workload_estimate import EstimateSettings, Host, WorkloadEstimate, per_supply
+from gpu.workload import (
+    DEFAULT_COVERAGE,
+    DEFAULT_WORKLOAD,
+    OPENB_DEFAULT_MIX,
+    PodShape,
+    Workload,
+    typical_workload,
+)
+from gpu.workload_estimate import (
+    EstimateSettings,
+    Host,
+    WorkloadEstimate,
+    host_ranks,
+    per_supply,
+)
 
 WRONG_MODEL: Final = "node(s) didn't have the requested GPU model"
 NO_WHOLE_GPUS: Final = "node(s) didn't have enough free whole GPUs"
@@ -114,14 +127,18 @@ class GpuTopologyArgs(PluginArgs):
     def estimate(self) -> WorkloadEstimate | None:
         if not self.workload_half_life:
             return None
+        # By host capacity, the typical pods are cut after weighting: every shape is kept,
+        # the prior's too (by default the whole openb mix, not its 95 %: its rare 120-core
+        # pods, which only a few nodes can host, count from the first pod on).
+        by_capacity = self.per_supply and self.per_supply_capacity
         settings = EstimateSettings(
             half_life=self.workload_half_life,
             prior_pods=self.workload_prior_pods,
             refresh_pods=self.workload_refresh_pods,
-            # By host capacity, the typical pods are cut after weighting: every shape is kept.
-            coverage=1.0 if self.per_supply and self.per_supply_capacity else DEFAULT_COVERAGE,
+            coverage=1.0 if by_capacity else DEFAULT_COVERAGE,
         )
-        return WorkloadEstimate(self.workload(), settings)
+        prior = OPENB_DEFAULT_MIX if by_capacity and not self.typical_pods else self.workload()
+        return WorkloadEstimate(prior, settings)
 
 
 PRE_FILTER_KEY: Final[StateKey[GpuRequest]] = StateKey("PreFilterGpuTopology")
@@ -144,7 +161,7 @@ class GpuTopology:
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._states = NodeStates()  # kept across targets: a node's state is not the target's
         self._by_generation = self._states.by_generation  # read inline by score()
-        self._use(args.workload())
+        self._use(self.estimate.current if self.estimate is not None else args.workload())
         # Named already, so the runner's with_plugin() hands back these same objects.
         self._wrong_model = unresolvable(WRONG_MODEL).with_plugin(self.name)
         self._no_whole = unschedulable(NO_WHOLE_GPUS).with_plugin(self.name)
@@ -174,7 +191,11 @@ class GpuTopology:
         # GPU (their 120-core, 720 GiB shapes would make every 96-core node look short of cpu).
         self.fragmentation = FragmentationModel(target, stranded_at=arriving)
         self._scorer = GpuScorer(
-            self.fragmentation, args.cpu_pod_gpu_node_penalty, args.stranded_weight, self._states
+            self.fragmentation,
+            args.cpu_pod_gpu_node_penalty,
+            args.stranded_weight,
+            self._states,
+            host_ranks(self._supply),
         )
         self._score_pod = None  # its table belongs to the old scorer
         self.scoring_version += 1  # kept lone-pod batches scored with the old one are dropped

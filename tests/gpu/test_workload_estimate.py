@@ -9,11 +9,13 @@ from gpu.workload_estimate import (
     EstimateSettings,
     Host,
     WorkloadEstimate,
+    host_ranks,
     per_supply,
     supply_factor,
     variation_distance,
 )
 
+GIB = 1024 * MIB
 ANY_GPU = PodShape(8000, 16384 * MIB, 1)
 T4_ONLY = PodShape(8000, 16384 * MIB, 1, models=frozenset({"T4"}))
 CPU_ONLY = PodShape(4000, 8192 * MIB)
@@ -197,3 +199,11 @@ def test_host_capacity_is_checked_against_allocatable_cpu_memory_and_gpu_count()
 def test_settings_out_of_range_are_refused(changes: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         settings(**changes)
+
+
+def test_host_ranks_are_the_share_of_gpus_on_hosts_at_least_as_big() -> None:
+    small, big = Host("G2", 96_000, 384 * GIB, 8), Host("G3", 128_000, 768 * GIB, 8)
+    few = Host("T4", 104_000, 512 * GIB, 2)
+    ranks = host_ranks({small: 3, big: 1, few: 2})  # 24 + 8 + 4 = 36 GPUs
+    assert ranks == {small: 999 * 32 // 36, big: 999 * 8 // 36, few: 999 * 12 // 36}
+    assert host_ranks({}) == {}

@@ -377,3 +377,33 @@ def test_by_capacity_stranded_gpus_are_measured_at_the_arriving_pods_cpu_per_gpu
     scores_for(plugin, snap, make_pod("p").cpu("4").memory("16Gi").gpus(1))
     assert plugin.fragmentation.cpu_per_milli == pytest.approx(128_000 / 9_000)
     assert plugin.fragmentation.memory_per_milli == pytest.approx(288 * 1024**3 / 9_000)
+
+
+def test_by_capacity_the_default_prior_holds_the_rare_openb_pods_few_nodes_can_host() -> None:
+    # The default prior is the whole openb mix, cut after weighting: its 120-core 8-GPU pods
+    # (5 of 8152) fit only the 128-core node, 1 of 20 here as 39 of 1213 nodes in openb, so
+    # they stay in the target before any pod arrives, and a 1-GPU pod costs more on that node.
+    plugin = GpuTopology()
+    big = gpu_node("big").cpu("128").memory("768Gi")
+    snap = snapshot_of([big, *(gpu_node(f"m{i}") for i in range(19))])
+    scores = scores_for(plugin, snap, make_pod("p").cpu("8").memory("32Gi").gpus(1))
+    assert 120_000 in {shape.milli_cpu for shape, _ in plugin.fragmentation.workload.shapes}
+    assert scores["m0"] > scores["big"]
+    # Cut before weighting (the prior's 95 %), they are gone from the target.
+    plain = GpuTopology(GpuTopologyArgs(per_supply_capacity=False))
+    scores_for(plain, snap, make_pod("p").cpu("8").memory("32Gi").gpus(1))
+    assert 120_000 not in {shape.milli_cpu for shape, _ in plain.fragmentation.workload.shapes}
+
+
+def test_where_fragmentation_ties_a_gpu_pod_takes_the_more_common_host() -> None:
+    # Nothing in the target needs more than 96 cores, so an empty 96-core node and an empty
+    # 128-core one score the same fragmentation and packing; the 128-core node, the one few
+    # others match, is kept (LeastAllocated alone would pick it for its room).
+    small = TypicalPod(cpu="8", memory="32Gi", gpus=1)
+    plugin = GpuTopology(GpuTopologyArgs(typical_pods=(small,)))
+    big = gpu_node("big").cpu("128").memory("768Gi")
+    snap = snapshot_of([big, gpu_node("m1"), gpu_node("m2")])
+    scores = scores_for(plugin, snap, make_pod("p").cpu("4").memory("16Gi").gpus(1))
+    assert scores["m1"] == scores["m2"] > scores["big"]
+    cpu_scores = scores_for(plugin, snap, make_pod("c").cpu("4").memory("16Gi"))
+    assert cpu_scores["m1"] == cpu_scores["m2"] > cpu_scores["big"]
