@@ -82,6 +82,11 @@ class Snapshot:
         # the node's generation): nodes added, updated or removed, measured topology and
         # load. Cached results that read snapshot-wide facts are stale when it moved.
         self.version = 0
+        # Bumped only when what a GPU node offers may have changed (a GPU node added or
+        # removed, its allocatable cpu or memory, its GPUs' model, count or health): readers
+        # that count GPU nodes by kind (GpuTopology's supply) recount then, not on each load
+        # sample or heartbeat that bumps `version`.
+        self.gpu_hosts_version = 0
         for pod in pods:
             if pod.node_name and not pod.is_finished and pod.node_name in self._by_name:
                 self._place(pod, self._by_name[pod.node_name])
@@ -173,6 +178,7 @@ class Snapshot:
         self._by_name[node.name] = info
         self._index_node(node, 1)
         self.gpu_nodes += info.gpu is not None
+        self.gpu_hosts_version += info.gpu is not None
         return info
 
     def update_node(self, node: NodeView) -> NodeInfo:
@@ -181,6 +187,7 @@ class Snapshot:
         if _same_node(info.node, node):
             return info  # a status heartbeat: nothing the scheduler reads moved
         self.version += 1
+        host = _host_facts(info)
         self._index_node(info.node, -1)
         info.node = node
         alloc = node.allocatable
@@ -191,6 +198,7 @@ class Snapshot:
         info.alloc_scalar = alloc.scalar
         self._index_node(node, 1)
         self._refit_gpus(info)
+        self.gpu_hosts_version += _host_facts(info) != host
         info.mark_changed()
         return info
 
@@ -223,7 +231,9 @@ class Snapshot:
             self._measured[node_name] = topology
         info = self._by_name.get(node_name)
         if info is not None:
+            host = _host_facts(info)
             self._refit_gpus(info)
+            self.gpu_hosts_version += _host_facts(info) != host
             info.mark_changed()
 
     def remove_node(self, node_name: str) -> list[PodView]:
@@ -239,6 +249,7 @@ class Snapshot:
             self._unplace(pod, info)
         self._index_node(info.node, -1)
         self.gpu_nodes -= info.gpu is not None
+        self.gpu_hosts_version += info.gpu is not None
         return pods
 
     def _index_node(self, node: NodeView, sign: int) -> None:
@@ -332,6 +343,15 @@ class Snapshot:
         ledger.release(pod.uid)
         ledger.take(pod.uid, grants, overcommit=True)
         info.mark_changed()
+
+
+def _host_facts(info: NodeInfo) -> tuple[str, int, int, int] | None:
+    """What a GPU node offers a pod shape: GPU model, allocatable cpu and memory, healthy GPU
+    capacity (None for a node without GPUs)."""
+    ledger = info.gpu
+    if ledger is None:
+        return None
+    return (ledger.model, info.alloc_milli_cpu, info.alloc_memory, ledger.capacity_milli)
 
 
 def _same_node(old: NodeView, new: NodeView) -> bool:

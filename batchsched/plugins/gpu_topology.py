@@ -157,7 +157,8 @@ class GpuTopology:
         # (node count, GPU node count) it was taken at.
         self._supply: dict[Host, int] = {}
         self._factors: dict[PodShape, float] = {}  # per_supply's factor per shape, this supply
-        self._supply_at = (-1, -1)
+        # The snapshot (id, gpu_hosts_version, node and GPU node counts) last counted.
+        self._supply_at: tuple[int, int, int, int] = (-1, -1, -1, -1)
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._states = NodeStates()  # kept across targets: a node's state is not the target's
         self._by_generation = self._states.by_generation  # read inline by score()
@@ -201,8 +202,9 @@ class GpuTopology:
         self.scoring_version += 1  # kept lone-pod batches scored with the old one are dropped
 
     def _note_supply(self, snapshot: Snapshot) -> None:
-        """Recount the GPU nodes per Host when nodes came or went (a cheap proxy: the counts)."""
-        at = (len(snapshot.nodes), snapshot.gpu_nodes)
+        """Recount the GPU nodes per Host when what GPU nodes offer may have changed: nodes
+        came or went, a node's allocatable or its GPUs' model, count or health moved."""
+        at = (id(snapshot), snapshot.gpu_hosts_version, len(snapshot.nodes), snapshot.gpu_nodes)
         if at == self._supply_at:
             return
         self._supply_at = at

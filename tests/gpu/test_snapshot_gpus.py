@@ -146,3 +146,29 @@ def test_a_node_update_recounts_gpus(
     info: NodeInfo = snap.update_node(update.view())
     assert (list(info.gpu.free) if info.gpu else None) == free
     assert snap.gpu_nodes == (1 if count else 0)
+
+
+def test_gpu_hosts_version_moves_only_when_what_a_gpu_node_offers_may_change() -> None:
+    snap = snapshot_of([gpu_node("n1"), make_node("cpu1").cpu("8")])
+    moves: list[int] = []
+
+    def step() -> None:
+        moves.append(snap.gpu_hosts_version)
+
+    step()
+    snap.add_node(make_node("cpu2").cpu("8").view())  # no GPUs: nothing GPU pods can use
+    step()
+    snap.update_node(gpu_node("n1").label("team", "a").view())  # a label: same offer
+    step()
+    snap.update_node(gpu_node("n1").label("team", "a").cpu("128").view())  # allocatable cpu
+    step()
+    unhealthy = gpu_node("n1").label("team", "a").cpu("128")
+    snap.update_node(unhealthy.annotation("batchsched.io/unhealthy-gpus", "1").view())
+    step()  # one GPU down: less healthy capacity
+    snap.add_node(gpu_node("n2").view())
+    step()
+    snap.remove_node("cpu2")
+    step()
+    snap.remove_node("n2")
+    step()
+    assert moves == [0, 0, 0, 1, 2, 3, 3, 4]

@@ -407,3 +407,23 @@ def test_where_fragmentation_ties_a_gpu_pod_takes_the_more_common_host() -> None
     assert scores["m1"] == scores["m2"] > scores["big"]
     cpu_scores = scores_for(plugin, snap, make_pod("c").cpu("4").memory("16Gi"))
     assert cpu_scores["m1"] == cpu_scores["m2"] > cpu_scores["big"]
+
+
+def test_by_capacity_the_supply_is_recounted_when_a_node_s_allocatable_changes() -> None:
+    # One 128-core node of four hosts the 120-core shape (weight 0.8, as above); once a
+    # 96-core node is resized to 128 cores, two of four do (factor 2: 2/3), though no node
+    # came or went.
+    huge = TypicalPod(cpu="120", memory="256Gi", gpus=8)
+    small = TypicalPod(cpu="8", memory="32Gi", gpus=1)
+    plugin = GpuTopology(GpuTopologyArgs(typical_pods=(huge, small)))
+    snap = snapshot_of([gpu_node("big").cpu("128"), gpu_node("m1"), gpu_node("m2"), gpu_node("m3")])
+    pod = make_pod("p").cpu("4").memory("16Gi").gpus(1)
+
+    def huge_weight() -> float:
+        scores_for(plugin, snap, pod)
+        weights = dict(plugin.fragmentation.workload.shapes)
+        return round(next(p for shape, p in weights.items() if shape.milli_cpu == 120_000), 6)
+
+    assert huge_weight() == 0.8
+    snap.update_node(gpu_node("m1").cpu("128").view())
+    assert huge_weight() == round(2 / 3, 6)
