@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata, resources
 from pathlib import Path
 
+from batchsched.runtime.event_loop import add_event_loop_option
 from batchsched.runtime.extender_command import add_extender_parser, run_extender
 from batchsched.sim.arguments import add_simulate_parser
 from batchsched.views.commands import add_view_parsers
@@ -92,12 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pods that started less than this ago are never preempted, e.g. 10m "
         "(default 0: as kube-scheduler)",
     )
-    run.add_argument(
-        "--event-loop",
-        default="auto",
-        choices=("auto", "uvloop", "asyncio"),
-        help="auto (default): uvloop where installed, else asyncio's own loop",
-    )
+    add_event_loop_option(run)
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     run.add_argument("--log-format", default="text", choices=("text", "json"))
     add_simulate_parser(commands)

@@ -16,7 +16,7 @@ from batchsched.model.pod import PodView
 from batchsched.model.resources import Resources
 from gpu.discovery import topology_for
 from gpu.ledger import GpuLedger
-from gpu.topology import NodeTopology
+from gpu.topology import MILLI_PER_GPU, NodeTopology
 
 # Every change to any node takes a fresh number: plugins cache per-node results by it.
 _GENERATIONS: Final = count(1)
@@ -26,6 +26,17 @@ def ledger_for(node: NodeView, measured: NodeTopology | None = None) -> GpuLedge
     # The node agent's measured topology, where there is one, replaces the label-derived one.
     topology = measured if measured is not None else topology_for(node)
     return GpuLedger(topology) if topology.gpus else None
+
+
+def gpu_host(info: NodeInfo) -> tuple[str, int, int, int] | None:
+    """What a GPU node offers a pod shape: (GPU model, allocatable milli-cpu, allocatable
+    memory, healthy GPUs), the fields of gpu/workload_estimate.py's Host; None without GPUs.
+    Nodes are counted by it (the capacity supply) and the snapshot tells when it changed."""
+    ledger = info.gpu
+    if ledger is None:
+        return None
+    gpus = ledger.capacity_milli // MILLI_PER_GPU  # MILLI_PER_GPU per healthy GPU, 0 per sick
+    return (ledger.model, info.alloc_milli_cpu, info.alloc_memory, gpus)
 
 
 class NodeInfo:

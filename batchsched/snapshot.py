@@ -17,7 +17,7 @@ from typing import Final
 from batchsched.dra.state import DraState
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView, bound_to
-from batchsched.node_info import NodeInfo, ledger_for
+from batchsched.node_info import NodeInfo, gpu_host, ledger_for
 from gpu.ledger import Grants
 from gpu.requests import counted_request
 from gpu.topology import GpuLoad, NodeTopology
@@ -187,7 +187,7 @@ class Snapshot:
         if _same_node(info.node, node):
             return info  # a status heartbeat: nothing the scheduler reads moved
         self.version += 1
-        host = _host_facts(info)
+        host = gpu_host(info)
         self._index_node(info.node, -1)
         info.node = node
         alloc = node.allocatable
@@ -198,7 +198,7 @@ class Snapshot:
         info.alloc_scalar = alloc.scalar
         self._index_node(node, 1)
         self._refit_gpus(info)
-        self.gpu_hosts_version += _host_facts(info) != host
+        self.gpu_hosts_version += gpu_host(info) != host
         info.mark_changed()
         return info
 
@@ -231,9 +231,9 @@ class Snapshot:
             self._measured[node_name] = topology
         info = self._by_name.get(node_name)
         if info is not None:
-            host = _host_facts(info)
+            host = gpu_host(info)
             self._refit_gpus(info)
-            self.gpu_hosts_version += _host_facts(info) != host
+            self.gpu_hosts_version += gpu_host(info) != host
             info.mark_changed()
 
     def remove_node(self, node_name: str) -> list[PodView]:
@@ -343,15 +343,6 @@ class Snapshot:
         ledger.release(pod.uid)
         ledger.take(pod.uid, grants, overcommit=True)
         info.mark_changed()
-
-
-def _host_facts(info: NodeInfo) -> tuple[str, int, int, int] | None:
-    """What a GPU node offers a pod shape: GPU model, allocatable cpu and memory, healthy GPU
-    capacity (None for a node without GPUs)."""
-    ledger = info.gpu
-    if ledger is None:
-        return None
-    return (ledger.model, info.alloc_milli_cpu, info.alloc_memory, ledger.capacity_milli)
 
 
 def _same_node(old: NodeView, new: NodeView) -> bool:

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Final, Generic, TypeAlias, TypeVar
 
+from batchsched.node_info import gpu_host
 from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel, FragReport
 from gpu.ledger import GpuLedger, Grants
@@ -186,7 +187,7 @@ class GpuScorer:
         if self._stranded_weight:
             stranded_after = frag.stranded(cpu_left - cpu, memory_left - memory, idle - taking)
             delta += self._stranded_weight * (stranded_after - stranded_before)
-        score = quality * _QUALITY_UNIT - _micro(delta) + self._host_rank(info, ledger)
+        score = quality * _QUALITY_UNIT - _micro(delta) + self._host_rank(info)
         if taking:
             return score + _packing(ledger, taking) * _HOST_UNIT
         # Best fit on cpu: the node with the least cpu to spare beyond what its free GPUs will
@@ -195,14 +196,11 @@ class GpuScorer:
         spare = frag.surplus(cpu_left - cpu, memory_left - memory, idle)
         return score + (_SURPLUS_MAX - spare) * _HOST_UNIT - self._penalty
 
-    def _host_rank(self, info: NodeInfo, ledger: GpuLedger) -> int:
+    def _host_rank(self, info: NodeInfo) -> int:
         """Last tie-break: the more common the node's size, the better (a node few others
         match in cpu, memory and GPUs is kept for the pods only it can host)."""
-        if not self._host_ranks:
-            return 0
-        gpus = ledger.capacity_milli // MILLI_PER_GPU  # healthy ones, as the supply counts
-        host = Host(ledger.model, info.alloc_milli_cpu, info.alloc_memory, gpus)
-        return self._host_ranks.get(host, 0)
+        key = gpu_host(info) if self._host_ranks else None
+        return 0 if key is None else self._host_ranks.get(Host(*key), 0)
 
     def _outcome(
         self,

@@ -32,12 +32,13 @@ from batchsched.framework.status import OK, SKIP, Status, unresolvable, unschedu
 from batchsched.model.pod import PodView
 from batchsched.model.quantity import resource_amount
 from batchsched.model.resources import CPU, MEMORY
+from batchsched.node_info import gpu_host
 from batchsched.plugins.gpu_scoring import Demand, GpuScorer, NodeStates, rank_normalize
 from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel
 from gpu.placement import best_gpu_set
 from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
-from gpu.topology import MILLI_PER_GPU, LinkLevel
+from gpu.topology import LinkLevel
 from gpu.workload import (
     DEFAULT_COVERAGE,
     DEFAULT_WORKLOAD,
@@ -209,13 +210,10 @@ class GpuTopology:
             return
         self._supply_at = at
         # Counted by plain tuples, one Host per kind (a Host per node cost 9 ms on 5000 nodes,
-        # paid by the first decision after nodes came or went); healthy GPUs from the ledger's
-        # capacity (MILLI_PER_GPU per healthy GPU, 0 per unhealthy one).
+        # paid by the first decision after nodes came or went).
         hosts: dict[tuple[str, int, int, int], int] = {}
         for info in snapshot.nodes:
-            if (ledger := info.gpu) is not None:
-                gpus = ledger.capacity_milli // MILLI_PER_GPU
-                key = (ledger.model, info.alloc_milli_cpu, info.alloc_memory, gpus)
+            if (key := gpu_host(info)) is not None:
                 hosts[key] = hosts.get(key, 0) + 1
         supply = {Host(*key): count for key, count in hosts.items()}
         if supply != self._supply:

@@ -9,16 +9,36 @@ asyncio does in Python.
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-__all__ = ["EVENT_LOOPS", "EventLoopUnavailable", "loop_factory", "run_on_loop"]
+if TYPE_CHECKING:  # asyncio loads when a loop is made, not when the command line is built
+    import asyncio
+
+__all__ = [
+    "EVENT_LOOPS",
+    "EventLoopUnavailable",
+    "add_event_loop_option",
+    "loop_factory",
+    "run_on_loop",
+]
 
 EVENT_LOOPS: Final = ("auto", "uvloop", "asyncio")
 
-LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+def add_event_loop_option(parser: argparse.ArgumentParser) -> None:
+    """`--event-loop`, as `run` and `extender` take it."""
+    parser.add_argument(
+        "--event-loop",
+        default="auto",
+        choices=EVENT_LOOPS,
+        help="auto (default): uvloop where installed, else asyncio's own loop",
+    )
+
+
+LoopFactory: TypeAlias = "Callable[[], asyncio.AbstractEventLoop]"
 
 
 class EventLoopUnavailable(RuntimeError):
@@ -27,6 +47,8 @@ class EventLoopUnavailable(RuntimeError):
 
 def loop_factory(choice: str) -> tuple[str, LoopFactory]:
     """The loop's name and how to make one: `auto` is uvloop where importable, else asyncio."""
+    import asyncio
+
     if choice not in EVENT_LOOPS:
         raise EventLoopUnavailable(f"event loop {choice!r}: one of {', '.join(EVENT_LOOPS)}")
     if choice == "asyncio":
@@ -43,6 +65,8 @@ def loop_factory(choice: str) -> tuple[str, LoopFactory]:
 def run_on_loop(choice: str, main: Callable[[], Coroutine[object, object, int]]) -> int:
     """Run `main()` to its end on the loop `choice` names, logged; `EventLoopUnavailable`
     before `main` is called when that loop cannot be had."""
+    import asyncio
+
     name, new_loop = loop_factory(choice)
     logging.getLogger(__name__).info("event loop=%s", name)
     with asyncio.Runner(loop_factory=new_loop) as runner:

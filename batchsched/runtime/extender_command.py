@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from batchsched.runtime.event_loop import add_event_loop_option
+
 EXIT_BAD_INPUT = 2
 
 
@@ -28,12 +30,7 @@ def add_extender_parser(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     ext.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML (profiles)")
     ext.add_argument("--profile", help="the config's profile to answer with (default: first)")
-    ext.add_argument(
-        "--event-loop",
-        default="auto",
-        choices=("auto", "uvloop", "asyncio"),
-        help="auto (default): uvloop where installed, else asyncio's own loop",
-    )
+    add_event_loop_option(ext)
     ext.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
