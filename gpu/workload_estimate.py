@@ -145,7 +145,17 @@ def per_supply(
 class WorkloadEstimate:
     """Decayed counts of the shapes seen, and the target workload adopted from them."""
 
-    __slots__ = ("_counts", "_growth", "_scale", "_since", "current", "settings", "version")
+    __slots__ = (
+        "_counts",
+        "_growth",
+        "_mix",
+        "_scale",
+        "_since",
+        "current",
+        "refreshes",
+        "settings",
+        "version",
+    )
 
     def __init__(self, prior: Workload, settings: EstimateSettings | None = None) -> None:
         self.settings = settings or EstimateSettings()
@@ -157,6 +167,8 @@ class WorkloadEstimate:
         self._since = 0
         self.current = prior  # the target in use
         self.version = 0  # bumped whenever `current` changes
+        self.refreshes = 0  # bumped every `refresh_pods` pods, when the counts are re-read
+        self._mix: tuple[int, Workload, float] | None = None
 
     def observe(self, shape: PodShape) -> bool:
         """Count one arriving pod; True when the target in use changed."""
@@ -172,11 +184,28 @@ class WorkloadEstimate:
         if self._since < self.settings.refresh_pods:
             return False
         self._since = 0
+        self.refreshes += 1
         return self.refresh()
 
     def estimate(self) -> Workload:
         """The typical pods of the counts as they stand (not necessarily the target in use)."""
         return typical_workload(self._counts.items(), self.settings.coverage)
+
+    def mix(self) -> Workload:
+        """Every shape counted, rare ones included, with its share, as of the last refresh."""
+        return self._mixed()[1]
+
+    def counted(self) -> float:
+        """How many pods the mix rests on, as of the last refresh: the prior's worth and the
+        pods seen, each weighed as its share is (a pod's weight halves every half-life)."""
+        return self._mixed()[2]
+
+    def _mixed(self) -> tuple[int, Workload, float]:
+        if self._mix is None or self._mix[0] != self.refreshes:
+            mix = typical_workload(self._counts.items(), coverage=1.0)
+            # an observation now adds `_scale`: counts / `_scale` are in today's pods
+            self._mix = (self.refreshes, mix, sum(self._counts.values()) / self._scale)
+        return self._mix
 
     def refresh(self) -> bool:
         """Re-estimate now; adopt the estimate if it moved beyond the tolerance."""

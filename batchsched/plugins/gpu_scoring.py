@@ -27,7 +27,7 @@ new target's scores cost two lookups per node and an evaluation per state.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Final, Generic, TypeAlias, TypeVar
 
 from batchsched.node_info import gpu_host
@@ -35,6 +35,7 @@ from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel, FragReport
 from gpu.ledger import GpuLedger, Grants
 from gpu.placement import GpuChoice, best_gpu_set
+from gpu.scarcity import ScarcePrices
 from gpu.topology import MILLI_PER_GPU, LinkLevel, NodeTopology
 from gpu.workload_estimate import Host
 
@@ -141,8 +142,20 @@ class GpuScorer:
         stranded_weight: float = 1.0,
         states: NodeStates | None = None,
         host_ranks: Mapping[Host, int] | None = None,
+        prices: ScarcePrices | None = None,
     ) -> None:
         self.fragmentation = fragmentation
+        # F_n(M), plus the potential of the places a scarce node still offers when any is
+        # priced (gpu/scarcity.py): a placement's delta then includes the price of each place
+        # it takes.
+        self._value: Callable[[str, int, int, tuple[int, ...]], float] = fragmentation.value
+        if prices:
+            value, potential = fragmentation.value, prices.potential
+
+            def priced(model: str, cpu: int, memory: int, free: tuple[int, ...]) -> float:
+                return value(model, cpu, memory, free) + potential(model, cpu, memory, free)
+
+            self._value = priced
         self._host_ranks = host_ranks or {}  # workload_estimate.host_ranks of the supply
         self._penalty = cpu_pod_penalty_milli * 1000 * _MICRO_UNIT
         self._stranded_weight = stranded_weight
@@ -212,7 +225,7 @@ class GpuScorer:
         memory_after: int,
     ) -> tuple[int, float, int] | None:
         """(set quality, F after, milli-GPU taken) for the pod on this node."""
-        value = self.fragmentation.value
+        value = self._value
         if count:
             quality = _SINGLE_GPU
             if count > 1:
@@ -252,7 +265,7 @@ class GpuScorer:
         self, model: str, cpu_after: int, memory_after: int, free: tuple[int, ...], milli: int
     ) -> tuple[float, int] | None:
         """(F after, free milli of the GPU to use) minimizing F, then the tightest fit."""
-        value = self.fragmentation.value
+        value = self._value
         best: tuple[float, int] | None = None
         seen = -1
         for position, room in enumerate(free):
@@ -285,7 +298,7 @@ class GpuScorer:
             self._befores.clear()
         free = ledger.sorted_free()
         frag = self.fragmentation
-        before = frag.value(ledger.model, cpu_left, memory_left, free)
+        before = self._value(ledger.model, cpu_left, memory_left, free)
         idle = sum(free)
         stranded = frag.stranded(cpu_left, memory_left, idle)
         known = self._befores[state] = (free, before, idle, stranded)

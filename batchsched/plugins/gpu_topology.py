@@ -33,11 +33,13 @@ from batchsched.model.pod import PodView
 from batchsched.model.quantity import resource_amount
 from batchsched.model.resources import CPU, MEMORY
 from batchsched.node_info import gpu_host
+from batchsched.plugins.gpu_scarcity import Scarcity
 from batchsched.plugins.gpu_scoring import Demand, GpuScorer, NodeStates, rank_normalize
 from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel
 from gpu.placement import best_gpu_set
 from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
+from gpu.scarcity import ScarcePrices
 from gpu.topology import LinkLevel
 from gpu.workload import (
     DEFAULT_COVERAGE,
@@ -112,6 +114,11 @@ class GpuTopologyArgs(PluginArgs):
     # typical pods of the weighted shares (a rare shape that few nodes can host stays in), and
     # feed the stranded measure the arriving pods' own cpu and memory per GPU.
     per_supply_capacity: bool = True
+    # With the learned target and perSupply by capacity: a pod shape that only nodes holding
+    # at most this share of the cluster's GPUs could host for their size (a 120-core pod)
+    # prices each place such nodes still offer by the chance that the demand still to come
+    # needs it (gpu/scarcity.py); 0 turns the prices off.
+    scarce_host_share: float = Field(default=0.1, ge=0, le=1)
 
     @field_validator("typical_pods")
     @classmethod
@@ -160,6 +167,12 @@ class GpuTopology:
         self._factors: dict[PodShape, float] = {}  # per_supply's factor per shape, this supply
         # The snapshot (id, gpu_hosts_version, node and GPU node counts) last counted.
         self._supply_at: tuple[int, int, int, int] = (-1, -1, -1, -1)
+        self._ranks: dict[Host, int] = {}  # host_ranks of the supply
+        priced = args.per_supply and args.per_supply_capacity and args.scarce_host_share > 0
+        self._scarcity: Scarcity | None = None
+        if self.estimate is not None and priced:
+            self._scarcity = Scarcity(args.scarce_host_share)
+        self._prices = ScarcePrices((), ())  # the scarce places' prices the scorer adds
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._states = NodeStates()  # kept across targets: a node's state is not the target's
         self._by_generation = self._states.by_generation  # read inline by score()
@@ -192,12 +205,18 @@ class GpuTopology:
         # shares weighted by supply say which shapes each node meets, not what pods need per
         # GPU (their 120-core, 720 GiB shapes would make every 96-core node look short of cpu).
         self.fragmentation = FragmentationModel(target, stranded_at=arriving)
+        self._new_scorer()
+
+    def _new_scorer(self) -> None:
+        """A scorer for the current target and prices (the cached scores were for the old)."""
+        args = self._args
         self._scorer = GpuScorer(
             self.fragmentation,
             args.cpu_pod_gpu_node_penalty,
             args.stranded_weight,
             self._states,
-            host_ranks(self._supply),
+            self._ranks,
+            self._prices,
         )
         self._score_pod = None  # its table belongs to the old scorer
         self.scoring_version += 1  # kept lone-pod batches scored with the old one are dropped
@@ -218,8 +237,23 @@ class GpuTopology:
         supply = {Host(*key): count for key, count in hosts.items()}
         if supply != self._supply:
             self._supply = supply
+            self._ranks = host_ranks(supply)
             self._factors = {}
             self._use(self.estimate.current if self.estimate is not None else self._args.workload())
+
+    def _note_scarcity(self, snapshot: Snapshot) -> None:
+        """Re-price the places left on scarce nodes if they (or the demand to come) moved:
+        before each scoring and after each placement, since the pods of a kept batch are
+        placed one after another without a PreScore, and one burst of them can take every
+        place (the batch sees the new scoring version and scores again)."""
+        scarcity, estimate = self._scarcity, self.estimate
+        if (
+            scarcity is not None
+            and estimate is not None
+            and scarcity.update(snapshot, self._supply, estimate)
+        ):
+            self._prices = scarcity.prices
+            self._new_scorer()
 
     def pre_enqueue(self, pod: PodView) -> Status:
         """Admits every pod; counts a pod seen for the first time into the workload estimate."""
@@ -276,6 +310,7 @@ class GpuTopology:
             return SKIP  # its devices come through DRA claims: DynamicResources scores them
         if self.estimate is not None and self._args.per_supply:
             self._note_supply(snapshot)
+            self._note_scarcity(snapshot)
         requests = pod.requests
         demand = (request.count, request.milli, requests.milli_cpu, requests.memory)
         table = self._scorer.table(demand)
@@ -309,6 +344,7 @@ class GpuTopology:
     ) -> Status:
         request = _request_of(state, pod)
         if not request.wants_gpu:
+            self._note_scarcity(snapshot)
             return OK
         info = snapshot.get(node_name)
         if info is None or info.gpu is None:
@@ -322,6 +358,7 @@ class GpuTopology:
             return self._no_whole if request.count else self._no_share
         if grants != held:
             snapshot.assign_gpus(pod.uid, grants)
+        self._note_scarcity(snapshot)
         return OK
 
     def unreserve(
