@@ -8,10 +8,13 @@ left, a whole pod probably is. So a pod shape that only a small share of the clu
 could ever host (by their nodes' size) gets a price per place left for it: the expected loss
 of taking one place away,
 
-    price = GPUs the shape asks for x P(N >= places left),  N ~ Poisson(pods of it to come),
+    price = GPUs the shape asks for x P(N >= places left),  N = pods of it still to come,
 
 the chance that the demand still to come reaches the place being taken (the place that
-would be used last). Shapes that the same nodes host are one group (their demand adds up).
+would be used last). N is negative binomial (`demand_at_least`): the shape's share is known
+only from the pods counted so far, and for a shape seen once or never that uncertainty is
+most of what there is to know. Shapes that the same nodes host are one group (their demand
+adds up).
 The price is added to a node's fragmentation per place it still offers, negated, so the FGD
 delta of a placement grows by the price of each place it takes: nothing while places are
 plenty, a whole pod's GPUs when they are about to run out. What `places` counts is a node's
@@ -107,13 +110,16 @@ def scarce_groups(
     supply: Mapping[Host, int],
     max_host_share: float,
     memo: dict[PodShape, frozenset[Host] | None] | None = None,
+    whole_nodes: bool = False,
 ) -> tuple[ScarceGroup, ...]:
     """The groups of GPU shapes in `mix` (every shape, shares summing to 1) that only nodes
     holding at most `max_host_share` of the cluster's GPUs could host for their size (cpu,
     memory, GPU count: a model restriction alone does not make a shape scarce here; the
-    supply weighting covers that), grouped by the exact kinds of node that could. `memo`, if
-    given, remembers each shape's hosts (None: not scarce) for this supply and share."""
-    if max_host_share <= 0 or not supply:
+    supply weighting covers that), and with `whole_nodes` the whole-GPU shapes that no node
+    could host two of (each takes a node's GPUs: 8-GPU pods where nodes have 8), grouped by
+    the exact kinds of node that could host them. `memo`, if given, remembers each shape's
+    hosts (None: not priced) for this supply and these settings."""
+    if (max_host_share <= 0 and not whole_nodes) or not supply:
         return ()
     known: dict[PodShape, frozenset[Host] | None] = {} if memo is None else memo
     by_hosts: dict[frozenset[Host], list[tuple[PodShape, float]]] = {}
@@ -123,7 +129,7 @@ def scarce_groups(
         if shape in known:
             hosts = known[shape]
         else:
-            hosts = known[shape] = _scarce_hosts(shape, supply, max_host_share)
+            hosts = known[shape] = _scarce_hosts(shape, supply, max_host_share, whole_nodes)
         if hosts is not None:
             by_hosts.setdefault(hosts, []).append((shape, p))
     groups = [_group(hosts, members) for hosts, members in by_hosts.items()]
@@ -136,14 +142,18 @@ def _order(shape: PodShape) -> tuple[int, int, int, int, tuple[str, ...]]:
 
 
 def _scarce_hosts(
-    shape: PodShape, supply: Mapping[Host, int], max_host_share: float
+    shape: PodShape, supply: Mapping[Host, int], max_host_share: float, whole_nodes: bool
 ) -> frozenset[Host] | None:
     """The kinds of node that could host `shape`, if it is scarce; else None."""
     if not shape.wants_gpu:
         return None
     factor = supply_factor(dataclasses.replace(shape, models=None), supply, capacity=True)
     hosts = frozenset(h for h in supply if h.could_host(shape, capacity=True))
-    return hosts if hosts and factor * max_host_share >= 1.0 else None
+    if not hosts:
+        return None
+    if whole_nodes and shape.gpu_count and all(h.gpus < 2 * shape.gpu_count for h in hosts):
+        return hosts  # each one takes a node: its places are the nodes with all GPUs free
+    return hosts if factor * max_host_share >= 1.0 else None
 
 
 def _group(hosts: frozenset[Host], members: list[tuple[PodShape, float]]) -> ScarceGroup:
@@ -183,6 +193,17 @@ class ScarcePrices:
             (group.envelope, price)
             for group, price in zip(self.groups, self.prices, strict=True)
             if price > 0
+        )
+
+    @property
+    def floor(self) -> tuple[int, int]:
+        """The least cpu (milli) and memory any priced place needs: a node with less of
+        either offers none (a quick answer for most nodes)."""
+        if not self.priced:
+            return 0, 0
+        return (
+            min(envelope.milli_cpu for envelope, _ in self.priced),
+            min(envelope.memory for envelope, _ in self.priced),
         )
 
     def __bool__(self) -> bool:

@@ -39,10 +39,12 @@ class Scarcity:
         "max_host_share",
         "places",
         "prices",
+        "whole_nodes",
     )
 
-    def __init__(self, max_host_share: float) -> None:
+    def __init__(self, max_host_share: float, whole_nodes: bool = False) -> None:
         self.max_host_share = max_host_share
+        self.whole_nodes = whole_nodes
         self._supply: Mapping[Host, int] = {}
         self._groups: tuple[ScarceGroup, ...] = ()
         self._hosts_of: dict[PodShape, frozenset[Host] | None] = {}  # scarce_groups' memo
@@ -67,7 +69,9 @@ class Scarcity:
             self._at = (-1, -1, -1)
         if estimate.refreshes != self._grouped_at:
             self._grouped_at = estimate.refreshes
-            groups = scarce_groups(estimate.mix(), supply, self.max_host_share, self._hosts_of)
+            groups = scarce_groups(
+                estimate.mix(), supply, self.max_host_share, self._hosts_of, self.whole_nodes
+            )
             if [g.envelope for g in groups] != [g.envelope for g in self._groups]:
                 self._at = (-1, -1, -1)  # recount every node for the new groups
             self._groups = groups

@@ -5,7 +5,9 @@ A node's raw score for a pod (higher is better) is, from most to least significa
 2. minus the growth of fragmentation, in micro-GPU: the FGD delta F_n(after) - F_n(before),
    plus `stranded_weight` times the growth of GPUs stranded for lack of cpu or memory (FGD
    looks one typical pod ahead; a node whose cpu is eaten by cpu-only pods strands its GPUs
-   for good, which FGD alone does not see until it happens);
+   for good, which FGD alone does not see until it happens), plus the price of each place a
+   scarce node offers that the placement takes (gpu/scarcity.py; none while places are
+   plenty);
 3. a tie-break: for GPU pods, how full the node's GPUs are afterwards (pack); for pods without
    GPUs, how little cpu the node has left beyond what its free GPUs will need (best fit, so
    large cpu spaces stay whole for GPU pods), and on GPU nodes minus the configured penalty;
@@ -151,9 +153,13 @@ class GpuScorer:
         self._value: Callable[[str, int, int, tuple[int, ...]], float] = fragmentation.value
         if prices:
             value, potential = fragmentation.value, prices.potential
+            floor_cpu, floor_memory = prices.floor
 
             def priced(model: str, cpu: int, memory: int, free: tuple[int, ...]) -> float:
-                return value(model, cpu, memory, free) + potential(model, cpu, memory, free)
+                found = value(model, cpu, memory, free)
+                if cpu < floor_cpu or memory < floor_memory:
+                    return found  # no place to price here
+                return found + potential(model, cpu, memory, free)
 
             self._value = priced
         self._host_ranks = host_ranks or {}  # workload_estimate.host_ranks of the supply

@@ -119,6 +119,9 @@ class GpuTopologyArgs(PluginArgs):
     # prices each place such nodes still offer by the chance that the demand still to come
     # needs it (gpu/scarcity.py); 0 turns the prices off.
     scarce_host_share: float = Field(default=0.1, ge=0, le=1)
+    # The same prices for the whole-GPU pod shapes no node could host two of (8-GPU pods where
+    # nodes have 8 GPUs): their places are the nodes whose GPUs are all free.
+    scarce_whole_nodes: bool = True
 
     @field_validator("typical_pods")
     @classmethod
@@ -168,10 +171,10 @@ class GpuTopology:
         # The snapshot (id, gpu_hosts_version, node and GPU node counts) last counted.
         self._supply_at: tuple[int, int, int, int] = (-1, -1, -1, -1)
         self._ranks: dict[Host, int] = {}  # host_ranks of the supply
-        priced = args.per_supply and args.per_supply_capacity and args.scarce_host_share > 0
+        priced = args.scarce_host_share > 0 or args.scarce_whole_nodes
         self._scarcity: Scarcity | None = None
-        if self.estimate is not None and priced:
-            self._scarcity = Scarcity(args.scarce_host_share)
+        if self.estimate is not None and args.per_supply and args.per_supply_capacity and priced:
+            self._scarcity = Scarcity(args.scarce_host_share, args.scarce_whole_nodes)
         self._prices = ScarcePrices((), ())  # the scarce places' prices the scorer adds
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._states = NodeStates()  # kept across targets: a node's state is not the target's

@@ -122,6 +122,17 @@ def test_only_shapes_few_nodes_could_host_for_their_size_are_scarce_and_hosts_gr
     assert scarce_groups(MIX, {}, 0.1) == ()
 
 
+def test_whole_node_shapes_are_priced_where_no_node_could_host_two() -> None:
+    whole = PodShape(64_000, 256 * GIB, gpu_count=8)  # any 8-GPU node with 64 cores
+    half = PodShape(32_000, 128 * GIB, gpu_count=4)  # two fit on an 8-GPU node
+    mix = typical_workload([(whole, 1.0), (half, 1.0), (SMALL, 8.0)], coverage=1.0)
+    groups = scarce_groups(mix, SUPPLY, 0.0, whole_nodes=True)
+    assert [(g.hosts, g.envelope) for g in groups] == [(frozenset({COMMON, BIG}), whole)]
+    assert scarce_groups(mix, SUPPLY, 0.0) == ()
+    both = scarce_groups(MIX, SUPPLY, 0.1, whole_nodes=True)
+    assert [g.hosts for g in both] == [frozenset({BIG})]  # WIDE is both: one group
+
+
 def test_a_model_restriction_alone_does_not_make_a_shape_scarce() -> None:
     rare_model = Host("T4", 96_000, 384 * GIB, 8)
     restricted = PodShape(8_000, 16 * GIB, gpu_count=1, models=frozenset({"T4"}))

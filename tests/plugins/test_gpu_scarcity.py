@@ -97,7 +97,7 @@ def test_a_price_lowers_a_score_by_what_the_placement_takes() -> None:
     assert plain.raw(small_cpu, big_node) == priced.raw(small_cpu, big_node)
 
 
-def args(share: float = 0.1) -> GpuTopologyArgs:
+def args(share: float = 0.1, whole_nodes: bool = True) -> GpuTopologyArgs:
     return GpuTopologyArgs(
         typical_pods=(
             TypicalPod(cpu="8", memory="16Gi", gpus=1, weight=90.0),
@@ -107,6 +107,7 @@ def args(share: float = 0.1) -> GpuTopologyArgs:
         workload_prior_pods=1000,
         per_supply=True,
         scarce_host_share=share,
+        scarce_whole_nodes=whole_nodes,
     )
 
 
@@ -138,9 +139,9 @@ def test_places_taken_by_a_batch_without_prescore_move_the_price() -> None:
     assert after < before
 
 
-def test_with_the_share_at_zero_nothing_is_priced() -> None:
+def test_with_the_share_at_zero_and_no_whole_nodes_nothing_is_priced() -> None:
     snap = cluster(commons=20, bigs=2)
-    plugin, off = GpuTopology(args()), GpuTopology(args(share=0.0))
+    plugin, off = GpuTopology(args()), GpuTopology(args(share=0.0, whole_nodes=False))
     place_cpu_pods(plugin, snap, ["a"], "b0")
     place_cpu_pods(off, snap, ["b"], "c0")
     state, probe = CycleState(), cpu_pod("probe").view()
