@@ -20,6 +20,7 @@ from gpu.workload_estimate import Host, WorkloadEstimate
 
 __all__ = ["Scarcity"]
 
+NO_PRICES: Final = ScarcePrices((), ())
 PRICE_STEPS: Final = 16  # a price moves by a 16th of a pod's GPUs (each move re-scores nodes)
 
 
@@ -49,7 +50,7 @@ class Scarcity:
         self._groups: tuple[ScarceGroup, ...] = ()
         self._hosts_of: dict[PodShape, frozenset[Host] | None] = {}  # scarce_groups' memo
         self._grouped_at = -1  # the estimate's refreshes when the groups were made
-        self.prices = ScarcePrices((), ())
+        self.prices = NO_PRICES
         # (snapshot id, gpu_hosts_version, node count) the per-node counts were taken at
         self._at: tuple[int, int, int] = (-1, -1, -1)
         self._mark = 0
@@ -64,6 +65,9 @@ class Scarcity:
     ) -> bool:
         """Bring the counts up to the snapshot, and the groups and prices up to the estimate
         (re-read each time it refreshed); True when the prices changed."""
+        if not supply:  # no GPU nodes: nothing to price (and nothing to count)
+            self._supply, self._groups = supply, ()
+            return self._set(NO_PRICES)
         if supply is not self._supply:
             self._supply, self._hosts_of, self._grouped_at = supply, {}, -1
             self._at = (-1, -1, -1)
@@ -76,7 +80,7 @@ class Scarcity:
                 self._at = (-1, -1, -1)  # recount every node for the new groups
             self._groups = groups
         if not self._groups:
-            return self._set(ScarcePrices((), ()))
+            return self._set(NO_PRICES)
         self._count(snapshot)
         key = (estimate.refreshes, self.places)
         if key == self._priced_at:
