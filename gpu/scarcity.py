@@ -40,7 +40,7 @@ __all__ = [
     "ScarceGroup",
     "ScarcePrices",
     "demand_at_least",
-    "horizon_pods",
+    "mean_gpu_request",
     "places",
     "scarce_groups",
 ]
@@ -172,11 +172,10 @@ def _group(hosts: frozenset[Host], members: list[tuple[PodShape, float]]) -> Sca
     return ScarceGroup(hosts, envelope, share, gpu_milli)
 
 
-def horizon_pods(mix: Workload, idle_gpu_milli: int) -> float:
-    """Pods still to arrive before the free GPUs run out, at `mix`'s mean GPU request per pod
-    (pods without GPUs included)."""
-    mean = sum(p * s.gpus_needed * s.per_gpu_milli for s, p in mix.shapes)
-    return idle_gpu_milli / mean if mean > 0 else 0.0
+def mean_gpu_request(mix: Workload) -> float:
+    """`mix`'s mean milli-GPU per pod, pods without GPUs included: the free milli-GPU over it
+    is how many more pods would fill the GPUs (the horizon the demand to come is counted on)."""
+    return sum(p * s.gpus_needed * s.per_gpu_milli for s, p in mix.shapes)
 
 
 class ScarcePrices:

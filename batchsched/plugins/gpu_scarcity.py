@@ -14,7 +14,7 @@ from typing import Final
 
 from batchsched.node_info import NodeInfo
 from batchsched.snapshot import Snapshot
-from gpu.scarcity import ScarceGroup, ScarcePrices, horizon_pods, places, scarce_groups
+from gpu.scarcity import ScarceGroup, ScarcePrices, mean_gpu_request, places, scarce_groups
 from gpu.workload import PodShape
 from gpu.workload_estimate import Host, WorkloadEstimate
 
@@ -33,6 +33,7 @@ class Scarcity:
         "_groups",
         "_hosts_of",
         "_mark",
+        "_mean",
         "_nodes",
         "_priced_at",
         "_supply",
@@ -59,6 +60,7 @@ class Scarcity:
         self.idle = 0  # the cluster's idle milli-GPU
         self.places: tuple[int, ...] = ()  # per group
         self._priced_at: tuple[int, tuple[int, ...]] = (-1, ())
+        self._mean: tuple[int, float] = (-1, 0.0)  # (estimate refreshes, mean milli-GPU per pod)
 
     def update(
         self, snapshot: Snapshot, supply: Mapping[Host, int], estimate: WorkloadEstimate
@@ -86,13 +88,20 @@ class Scarcity:
         if key == self._priced_at:
             return False
         self._priced_at = key
-        to_come = horizon_pods(estimate.mix(), self.idle)
+        mean = self._mean_request(estimate)
+        to_come = self.idle / mean if mean > 0 else 0.0
         counted = estimate.counted()
         prices = [
             ScarcePrices.price(group, counted, to_come, left, PRICE_STEPS)
             for group, left in zip(self._groups, self.places, strict=True)
         ]
         return self._set(ScarcePrices(self._groups, prices))
+
+    def _mean_request(self, estimate: WorkloadEstimate) -> float:
+        """The arriving mix's mean milli-GPU per pod, as of the estimate's last refresh."""
+        if self._mean[0] != estimate.refreshes:
+            self._mean = (estimate.refreshes, mean_gpu_request(estimate.mix()))
+        return self._mean[1]
 
     def _set(self, prices: ScarcePrices) -> bool:
         if prices.priced == self.prices.priced:
@@ -122,13 +131,16 @@ class Scarcity:
             for i, n in enumerate(old[1]):
                 totals[i] -= n
         if ledger is not None:
-            free = ledger.free
+            free, whole = ledger.free, ledger.whole_free
             cpu_left = info.alloc_milli_cpu - info.req_milli_cpu
             memory_left = info.alloc_memory - info.req_memory
             counts = tuple(
-                places(g.envelope, ledger.model, cpu_left, memory_left, free) for g in self._groups
+                0
+                if g.envelope.gpu_count > whole  # the usual answer, without a look at each GPU
+                else places(g.envelope, ledger.model, cpu_left, memory_left, free)
+                for g in self._groups
             )
-            idle = sum(f for f in free if f > 0)
+            idle = ledger.free_total
             self._nodes[info.name] = (idle, counts)
             self.idle += idle
             for i, n in enumerate(counts):

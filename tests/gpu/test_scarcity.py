@@ -13,7 +13,7 @@ from gpu.scarcity import (
     ScarceGroup,
     ScarcePrices,
     demand_at_least,
-    horizon_pods,
+    mean_gpu_request,
     places,
     scarce_groups,
 )
@@ -147,11 +147,9 @@ def test_the_memo_gives_the_same_groups() -> None:
     assert scarce_groups(MIX, SUPPLY, 0.1, memo) == first
 
 
-def test_horizon_is_the_pods_that_fill_the_free_gpus_at_the_mean_request() -> None:
-    mean = 0.9 * 1000 + 0.02 * 8000  # milli-GPU per arriving pod, cpu-only pods at 0
-    assert horizon_pods(MIX, 106_000) == pytest.approx(106_000 / mean)
-    cpu_mix = typical_workload([CPU_ONLY])
-    assert horizon_pods(cpu_mix, 8000) == 0.0
+def test_the_mean_request_counts_pods_without_gpus_at_zero() -> None:
+    assert mean_gpu_request(MIX) == pytest.approx(0.9 * 1000 + 0.02 * 8000)
+    assert mean_gpu_request(typical_workload([CPU_ONLY])) == 0.0
 
 
 def test_a_place_costs_nothing_while_places_are_plenty_and_a_pod_when_they_run_out() -> None:
