@@ -1,4 +1,9 @@
-"""A gang trial's members scheduled one by one, identical ones through a SignatureBatch."""
+"""A gang trial's members scheduled one by one, identical ones through a SignatureBatch.
+
+A learning scorer's scoring may move during the trial (GpuTopology re-prices the places left
+on scarce nodes after each Reserve): a batch then re-scores with that scorer before its next
+pick, as lone_batches.py does between cycles, so a batched member is placed where the runner
+would place it."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from typing import Literal
 
 from batchsched.framework.batch import SignatureBatch
 from batchsched.framework.batch_build import build_batch
+from batchsched.framework.lone_batches import learning_scorers
 from batchsched.framework.runner import (
     ProfileRunner,
     ScheduleResult,
@@ -31,9 +37,11 @@ class GangMembers:
         "_batches",
         "_batching",
         "_keys",
+        "_learning",
         "_members",
         "_runner",
         "_snapshot",
+        "_versions",
         "_within",
         "batched",
     )
@@ -59,12 +67,17 @@ class GangMembers:
                 if key is not None:
                     self._members[key] = self._members.get(key, 0) + 1
         self._batches: dict[Hashable, SignatureBatch | None] = {}
+        self._learning = learning_scorers(runner)
+        # per batch, its learning scorers' scoring versions when it last scored
+        self._versions: dict[Hashable, tuple[int, ...]] = {}
 
     def schedule(self, pod: PodView) -> ScheduleResult:
         """What runner.schedule_one(pod, snapshot, within) would return, the same way."""
         # A pod not among `pending` has no kept signature: the runner schedules it.
         key = self._keys.get(pod.uid) if self._members else None
         batch = self._batch_for(key, pod) if key is not None else None
+        if batch is not None and not self._caught_up(key, batch, pod):
+            batch = self._batches[key] = None  # the runner answers for this signature now
         result = batch.schedule(pod) if batch is not None else None
         if result is not None:
             self.batched += 1
@@ -89,6 +102,23 @@ class GangMembers:
         """Members picked from the rows of every feasible node (framework/batch_totals.py)."""
         return sum(b.feasible_picks for b in self._batches.values() if b is not None)
 
+    def _caught_up(self, key: Hashable, batch: SignatureBatch, pod: PodView) -> bool:
+        """Re-score `batch` with the learning scorers whose scoring moved since it last
+        scored; False when it cannot (it must be dropped)."""
+        versions = tuple(p.scoring_version for _, p in self._learning)
+        kept = self._versions.get(key, versions)
+        if kept == versions:
+            return True
+        moved = frozenset(
+            name
+            for (name, _), old, new in zip(self._learning, kept, versions, strict=True)
+            if old != new
+        )
+        if not batch.rescore(pod, moved):
+            return False
+        self._versions[key] = versions
+        return True
+
     def _batch_for(self, key: Hashable, pod: PodView) -> SignatureBatch | None:
         if key in self._batches:
             return self._batches[key]
@@ -96,6 +126,7 @@ class GangMembers:
         members = self._members.get(key, 0)
         if members >= 2 and (self._batching == "always" or self._worth_it(members)):
             batch = build_batch(self._runner, pod, self._snapshot, self._within)
+            self._versions[key] = tuple(p.scoring_version for _, p in self._learning)
         self._batches[key] = batch
         return batch
 

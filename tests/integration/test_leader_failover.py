@@ -166,10 +166,15 @@ async def test_only_the_leader_schedules_and_a_killed_leader_hands_over_within_t
     # Within the lease (plus one retry period and this busy 2-core machine's slack).
     assert took_over <= LEASE_S + 0.5 + 3.0, f"takeover took {took_over:.1f}s"
     assert await standby.attempts() >= 10
-    # No double binding: exactly one Scheduled event, seen once, per pod.
+    # No double binding: exactly one Scheduled event, seen once, per pod. Events outlive
+    # their pods, so only those about these very pods (by uid) count.
+    pods = await client.CoreV1Api(api).list_namespaced_pod("default")
+    uids = {p.metadata.name: p.metadata.uid for p in pods.items}
     for name in [f"first-{i}" for i in range(10)] + [f"second-{i}" for i in range(10)]:
         scheduled = [
-            e for e in await events_for(api, "default", name) if e["reason"] == "Scheduled"
+            e
+            for e in await events_for(api, "default", name)
+            if e["reason"] == "Scheduled" and (e.get("regarding") or {}).get("uid") == uids[name]
         ]
         assert len(scheduled) == 1, (name, scheduled)
         assert (scheduled[0].get("series") or {}).get("count", 1) == 1

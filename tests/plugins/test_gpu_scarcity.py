@@ -9,16 +9,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchsched.framework.cycle_state import CycleState
+from batchsched.framework.registry import assemble_profile
 from batchsched.framework.status import OK
 from batchsched.plugins.gpu_scarcity import Scarcity
 from batchsched.plugins.gpu_scoring import GpuScorer
 from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs, TypicalPod
+from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
 from batchsched.snapshot import Snapshot
 from gpu.fragmentation import FragmentationModel
 from gpu.scarcity import ScarceGroup, ScarcePrices
 from gpu.workload import MIB, PodShape, typical_workload
 from gpu.workload_estimate import EstimateSettings, Host, WorkloadEstimate
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, snapshot_of
+from tests.framework.test_batch import run_members
 
 GIB = 1024 * MIB
 WIDE = PodShape(120_000, 700 * GIB, gpu_count=8)
@@ -155,3 +158,34 @@ def test_with_the_share_at_zero_and_no_whole_nodes_nothing_is_priced() -> None:
         )  # type: ignore[arg-type]
     assert scores["on"][0] < scores["off"][0]  # the last 128-core place costs a price
     assert scores["on"][1] == scores["off"][1]  # a 96-core node has no place to lose
+
+
+def test_gang_members_batched_land_where_the_runner_puts_them_while_prices_move() -> None:
+    # A 32-core member strands most GPUs of a 40-core node, or takes one of three places on
+    # the 128-core nodes: the cheaper while places are many, the dearer once they run short,
+    # and each place taken re-prices the rest part-way through the gang's trial.
+    gpu_args = {
+        "typicalPods": [
+            {"cpu": "8", "memory": "16Gi", "gpus": 1, "weight": 89},
+            {"cpu": "32", "memory": "64Gi", "weight": 10},
+            {"cpu": "120", "memory": "700Gi", "gpus": 8, "weight": 1},
+        ],
+        "workloadPriorPods": 1000,
+    }
+    small = [common(f"c{i}").cpu("40") for i in range(6)]
+    nodes = small + [big(f"b{i}") for i in range(3)]
+    members = [cpu_pod(f"m{i}").view() for i in range(6)]
+    outcomes = {}
+    for batching in ("never", "always"):
+        profile = assemble_profile(
+            default_registry(), "gpu-scheduler", DEFAULT_PLUGINS, {"GpuTopology": gpu_args}, 100
+        )
+        plugin = next(s.plugin for s in profile.score if isinstance(s.plugin, GpuTopology))
+        for pod in members:
+            plugin.pre_enqueue(pod)
+        outcomes[batching], _, batched = run_members(profile, nodes, [], members, batching)
+    assert batched > 0
+    placed = [node for node, *_ in outcomes["never"]]
+    assert placed[0] is not None and placed[0].startswith("b")  # a place while they are many
+    assert any(n is not None and n.startswith("c") for n in placed)  # then the 40-core nodes
+    assert outcomes["always"] == outcomes["never"]
