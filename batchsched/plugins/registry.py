@@ -22,7 +22,8 @@ from batchsched.plugins.dynamic_resources import DynamicResources
 from batchsched.plugins.dynamic_resources_guard import DynamicResourcesGuard
 from batchsched.plugins.gang_sort import GangSort
 from batchsched.plugins.gpu_load_aware import GpuLoadAware, GpuLoadAwareArgs
-from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
+from batchsched.plugins.gpu_topology import GpuTopology
+from batchsched.plugins.gpu_topology_args import GpuTopologyArgs
 from batchsched.plugins.image_locality import ImageLocality
 from batchsched.plugins.inter_pod_affinity import InterPodAffinity, InterPodAffinityArgs
 from batchsched.plugins.network_latency import NetworkLatency, NetworkLatencyArgs

@@ -13,7 +13,8 @@ from batchsched.framework.registry import assemble_profile
 from batchsched.framework.status import OK
 from batchsched.plugins.gpu_scarcity import Scarcity
 from batchsched.plugins.gpu_scoring import GpuScorer
-from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs, TypicalPod
+from batchsched.plugins.gpu_topology import GpuTopology
+from batchsched.plugins.gpu_topology_args import GpuTopologyArgs, TypicalPod
 from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
 from batchsched.snapshot import Snapshot
 from gpu.fragmentation import FragmentationModel

@@ -16,9 +16,8 @@ from batchsched.plugins.gpu_topology import (
     NO_WHOLE_GPUS,
     WRONG_MODEL,
     GpuTopology,
-    GpuTopologyArgs,
-    TypicalPod,
 )
+from batchsched.plugins.gpu_topology_args import GpuTopologyArgs, TypicalPod
 from batchsched.plugins.registry import DEFAULT_PLUGINS, default_registry
 from batchsched.snapshot import Snapshot
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, snapshot_of

@@ -13,7 +13,8 @@ from batchsched.config import default_config
 from batchsched.framework.profile import Profile
 from batchsched.model.node import NodeView
 from batchsched.model.pod import PodView
-from batchsched.plugins.gpu_topology import GpuTopology, GpuTopologyArgs
+from batchsched.plugins.gpu_topology import GpuTopology
+from batchsched.plugins.gpu_topology_args import GpuTopologyArgs
 from batchsched.sim.engine import Simulator, unfit_key
 from batchsched.sim.workload import SimPod, sim_pod
 from batchsched.snapshot import NodeInfo, Snapshot
