@@ -11,6 +11,8 @@ on the node where GPU fragmentation grows least; pods without GPUs keep off GPU 
   rank-normalized so the order survives the 0..100 scale.
 - Reserve records the chosen GPUs in the snapshot (undo-logged); they are released when the
   runner forgets the pod.
+- The delta includes the price of any place on a scarce node the pod takes (gpu/scarcity.py,
+  kept by plugins/gpu_scarcity.py), re-read at each PreScore and after each Reserve.
 - PreEnqueue admits every pod and counts each arriving pod once into an online estimate of the
   workload (gpu/workload_estimate.py); the fragmentation target follows that estimate, so the
   score sees the GPU models the arriving pods are restricted to. It starts from the configured
