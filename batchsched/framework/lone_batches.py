@@ -45,6 +45,7 @@ from batchsched.snapshot import Snapshot
 KEPT: Final = 64
 
 World = tuple[int, int, int, int, int]
+Learning = tuple[tuple[str, VersionedScoring], ...]  # (name, plugin) of the scorers that learn
 V = TypeVar("V")
 
 
@@ -67,7 +68,7 @@ class _Kept:
     batch: SignatureBatch | None  # None: the signature cannot be batched in this world
     mark: int  # the snapshot's change log when the batch last looked (change_mark)
     seen: int  # the newest node generation then: a node changed since has a newer one
-    learning: tuple[tuple[str, VersionedScoring], ...]  # the runner's scorers that learn
+    learning: Learning  # the runner's scorers that learn
     versions: tuple[int, ...]  # their scoring versions when the batch was built or rescored
 
     def valid_for(self, runner: ProfileRunner, snapshot: Snapshot) -> bool:
@@ -79,11 +80,7 @@ class _Kept:
 
     def moved(self) -> frozenset[str]:
         """The learning scorers whose scoring moved since the batch last scored."""
-        return frozenset(
-            name
-            for (name, p), v in zip(self.learning, self.versions, strict=True)
-            if p.scoring_version != v
-        )
+        return moved_since(self.learning, self.versions)
 
     def catch_up(self, batch: SignatureBatch) -> None:
         """Mark the nodes whose generation moved since the last pick: those in the
@@ -142,7 +139,7 @@ class LoneBatches:
             if not moved or (batch is not None and batch.rescore(pod, moved)):
                 if moved:
                     self.rescored += 1
-                    kept.versions = tuple(p.scoring_version for _, p in kept.learning)
+                    kept.versions = scoring_versions(kept.learning)
                 self._kept.move_to_end(key)
                 return batch
         if kept is None and key not in self._seen:
@@ -164,7 +161,7 @@ class LoneBatches:
         mark = snapshot.change_mark()
         seen = max((info.generation for info in snapshot.nodes), default=0)
         learning = learning_scorers(runner)
-        versions = tuple(p.scoring_version for _, p in learning)
+        versions = scoring_versions(learning)
         return _Kept(runner, snapshot, world, batch, mark, seen, learning, versions)
 
     def clear(self) -> None:
@@ -172,12 +169,24 @@ class LoneBatches:
         self._seen.clear()
 
 
-def learning_scorers(runner: ProfileRunner) -> tuple[tuple[str, VersionedScoring], ...]:
+def learning_scorers(runner: ProfileRunner) -> Learning:
     """The runner's Score plugins whose scores may move with no node changing, by name."""
     return tuple(
         (s.plugin.name, s.plugin)
         for s in runner.profile.score
         if isinstance(s.plugin, VersionedScoring)
+    )
+
+
+def scoring_versions(learning: Learning) -> tuple[int, ...]:
+    """The learning scorers' scoring versions now, in order."""
+    return tuple(p.scoring_version for _, p in learning)
+
+
+def moved_since(learning: Learning, versions: tuple[int, ...]) -> frozenset[str]:
+    """The learning scorers whose scoring version is no longer the one in `versions`."""
+    return frozenset(
+        name for (name, p), v in zip(learning, versions, strict=True) if p.scoring_version != v
     )
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from batchsched.framework.batch import SignatureBatch
 from batchsched.framework.batch_build import build_batch
-from batchsched.framework.lone_batches import learning_scorers
+from batchsched.framework.lone_batches import learning_scorers, moved_since, scoring_versions
 from batchsched.framework.runner import (
     ProfileRunner,
     ScheduleResult,
@@ -105,18 +105,12 @@ class GangMembers:
     def _caught_up(self, key: Hashable, batch: SignatureBatch, pod: PodView) -> bool:
         """Re-score `batch` with the learning scorers whose scoring moved since it last
         scored; False when it cannot (it must be dropped)."""
-        versions = tuple(p.scoring_version for _, p in self._learning)
-        kept = self._versions.get(key, versions)
-        if kept == versions:
+        moved = moved_since(self._learning, self._versions[key])  # set when it was built
+        if not moved:
             return True
-        moved = frozenset(
-            name
-            for (name, _), old, new in zip(self._learning, kept, versions, strict=True)
-            if old != new
-        )
         if not batch.rescore(pod, moved):
             return False
-        self._versions[key] = versions
+        self._versions[key] = scoring_versions(self._learning)
         return True
 
     def _batch_for(self, key: Hashable, pod: PodView) -> SignatureBatch | None:
@@ -126,7 +120,7 @@ class GangMembers:
         members = self._members.get(key, 0)
         if members >= 2 and (self._batching == "always" or self._worth_it(members)):
             batch = build_batch(self._runner, pod, self._snapshot, self._within)
-            self._versions[key] = tuple(p.scoring_version for _, p in self._learning)
+            self._versions[key] = scoring_versions(self._learning)
         self._batches[key] = batch
         return batch
 

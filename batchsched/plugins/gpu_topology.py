@@ -37,7 +37,6 @@ from batchsched.snapshot import NodeInfo, Snapshot
 from gpu.fragmentation import FragmentationModel
 from gpu.placement import best_gpu_set
 from gpu.requests import NO_GPU, GpuRequest, InvalidGpuRequest, gpu_request
-from gpu.scarcity import ScarcePrices
 from gpu.topology import LinkLevel
 from gpu.workload import (
     DEFAULT_COVERAGE,
@@ -83,7 +82,6 @@ class GpuTopology:
         self._scarcity: Scarcity | None = None
         if self.estimate is not None and args.per_supply and args.per_supply_capacity and priced:
             self._scarcity = Scarcity(args.scarce_host_share, args.scarce_whole_nodes)
-        self._prices = ScarcePrices((), ())  # the scarce places' prices the scorer adds
         self.scoring_version = 0  # framework/interfaces.py VersionedScoring
         self._states = NodeStates()  # kept across targets: a node's state is not the target's
         self._by_generation = self._states.by_generation  # read inline by score()
@@ -127,7 +125,7 @@ class GpuTopology:
             args.stranded_weight,
             self._states,
             self._ranks,
-            self._prices,
+            None if self._scarcity is None else self._scarcity.prices,
         )
         self._score_pod = None  # its table belongs to the old scorer
         self.scoring_version += 1  # kept lone-pod batches scored with the old one are dropped
@@ -163,7 +161,6 @@ class GpuTopology:
             and estimate is not None
             and scarcity.update(snapshot, self._supply, estimate)
         ):
-            self._prices = scarcity.prices
             self._new_scorer()
 
     def pre_enqueue(self, pod: PodView) -> Status:
